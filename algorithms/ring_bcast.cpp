@@ -1,0 +1,36 @@
+// Pipelined chain broadcast: root -> root+1 -> ... -> root-1, in slot-sized
+// chunks. A rank forwards a chunk straight from its window slot before it
+// copies it into the user buffer, so the chunk moves on without waiting for
+// the local copy.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms.hpp"
+#include "channel.hpp"
+#include "ring_schedule.hpp"
+
+namespace coll {
+
+void ring_bcast(Channel& ch, const BcastArgs& a) {
+  const int n = ch.size(), r = ch.rank();
+  if (n == 1 || a.bytes == 0) return;
+  const int pos = ring::chain_position(r, a.root, n);
+  const int prev = ring::chain_prev(r, n), next = ring::chain_next(r, n);
+  const bool last = pos == n - 1;
+  auto* buf = static_cast<char*>(a.buf);
+  const size_t chunk = ch.slot_bytes();
+  for (size_t off = 0; off < a.bytes; off += chunk) {
+    const size_t len = std::min(chunk, a.bytes - off);
+    if (pos == 0) {
+      ch.send(next, buf + off, len);
+      continue;
+    }
+    const void* data = ch.recv(prev, len);
+    if (!last) ch.send(next, data, len);
+    std::memcpy(buf + off, data, len);
+    ch.release(prev);
+  }
+  ch.flush();
+}
+
+}  // namespace coll

@@ -1,0 +1,42 @@
+#include "collective.hpp"
+
+namespace bench {
+
+const char* collective_name(Collective collective) {
+  switch (collective) {
+    case Collective::allreduce:
+      return "allreduce";
+    case Collective::bcast:
+      return "bcast";
+  }
+  return "unknown";
+}
+
+const char* collective_title(Collective collective) {
+  switch (collective) {
+    case Collective::allreduce:
+      return "Allreduce";
+    case Collective::bcast:
+      return "Bcast";
+  }
+  return "Unknown";
+}
+
+std::optional<Collective> parse_collective(std::string_view name) {
+  for (Collective collective : {Collective::allreduce, Collective::bcast}) {
+    if (name == collective_name(collective)) return collective;
+  }
+  return std::nullopt;
+}
+
+double bus_bandwidth_factor(Collective collective, int ranks) {
+  switch (collective) {
+    case Collective::allreduce:
+      return ranks > 0 ? 2.0 * (ranks - 1) / ranks : 0.0;
+    case Collective::bcast:
+      return 1.0;
+  }
+  return 0.0;
+}
+
+}  // namespace bench

@@ -1,0 +1,62 @@
+#include "datatypes.hpp"
+
+#include <array>
+
+namespace bench {
+namespace {
+
+constexpr std::array<const char*, COLL_DATATYPE_COUNT> kDatatypeNames = {
+    "int8",   "int16",  "int32",  "int64", "uint8",
+    "uint16", "uint32", "uint64", "float", "double"};
+
+constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {
+    "sum", "prod", "min", "max", "band", "bor", "bxor"};
+
+template <size_t N>
+std::string join(const std::array<const char*, N>& names) {
+  std::string joined;
+  for (const char* name : names) {
+    if (!joined.empty()) joined += ", ";
+    joined += name;
+  }
+  return joined;
+}
+
+}  // namespace
+
+const char* datatype_name(coll_datatype_t datatype) {
+  const auto index = static_cast<size_t>(datatype);
+  return index < kDatatypeNames.size() ? kDatatypeNames[index] : "unknown";
+}
+
+std::optional<coll_datatype_t> parse_datatype(std::string_view name) {
+  for (size_t i = 0; i < kDatatypeNames.size(); ++i) {
+    if (name == kDatatypeNames[i]) return static_cast<coll_datatype_t>(i);
+  }
+  return std::nullopt;
+}
+
+bool is_floating(coll_datatype_t datatype) {
+  return datatype == COLL_FLOAT || datatype == COLL_DOUBLE;
+}
+
+const char* op_name(coll_op_t op) {
+  const auto index = static_cast<size_t>(op);
+  return index < kOpNames.size() ? kOpNames[index] : "unknown";
+}
+
+std::optional<coll_op_t> parse_op(std::string_view name) {
+  for (size_t i = 0; i < kOpNames.size(); ++i) {
+    if (name == kOpNames[i]) return static_cast<coll_op_t>(i);
+  }
+  return std::nullopt;
+}
+
+bool is_bitwise(coll_op_t op) {
+  return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
+}
+
+std::string all_datatype_names() { return join(kDatatypeNames); }
+std::string all_op_names() { return join(kOpNames); }
+
+}  // namespace bench

@@ -1,0 +1,43 @@
+// Buffer contents with a closed-form result, for validation (-c).
+//
+// Rank r's element i at iteration t is
+//     v(r, i, t) = 1 + (3r + i + t) mod 8     (1 + (3r + i + t) mod 2 for prod)
+// Small integers keep every reduction exact in every datatype, floats
+// included (a sum over n ranks is at most 8n, far below 2^24; a product is
+// a power of two), and integer overflow on many ranks wraps in the expected
+// value as it does in the library. The value changes with t so that a stale
+// result from an earlier iteration fails the check, and buffers that should
+// be overwritten are first filled with a poison byte pattern.
+//
+// Since v has period 8 in i + t, the expected result is a table of 8
+// entries, folded over the ranks once per iteration: checking costs one
+// comparison per element.
+#pragma once
+
+#include <cstddef>
+
+#include "collective.hpp"
+
+namespace bench {
+
+class ValueCheck {
+ public:
+  ValueCheck(const Workload& workload, int rank, int ranks);
+
+  // Fills the inputs of this rank for iteration t and poisons the outputs.
+  void prepare(Collective collective, const Message& message,
+               size_t iteration) const;
+  // True when this rank's outputs hold the expected result of iteration t.
+  bool verify(Collective collective, const Message& message,
+              size_t iteration) const;
+
+  static constexpr size_t kPeriod = 8;
+  static constexpr unsigned char kPoison = 0xA5;
+
+ private:
+  Workload workload_;
+  int rank_;
+  int ranks_;
+};
+
+}  // namespace bench

@@ -1,0 +1,47 @@
+// Bootstrap: how ranks find each other before any window exists. It carries
+// only setup data (addresses, keys, host names); after setup every byte
+// moves by one-sided writes through a Transport.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace coll {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+
+  virtual const char* name() const = 0;  // "collrun", "pmix", "singleton"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // A string that names this job and no other running one on this host:
+  // used in names of shared-memory segments so that a launcher can clean up.
+  virtual std::string job_id() const = 0;
+
+  // Collective over all ranks: every rank passes its blob, every rank gets
+  // all blobs indexed by rank. Bounded by timeout_s; throws coll::Error
+  // (COLL_ERR_TIMEOUT, COLL_ERR_PEER_LOST, ...) on failure.
+  virtual std::vector<std::string> allgather(const std::string& mine,
+                                             double timeout_s) = 0;
+
+  void barrier(double timeout_s) { allgather(std::string(), timeout_s); }
+};
+
+// Chooses from the environment: PMIx server, then collrun (COLL_BOOTSTRAP
+// set), then a singleton.
+std::unique_ptr<Bootstrap> make_bootstrap_from_environment(double timeout_s);
+
+std::unique_ptr<Bootstrap> make_singleton_bootstrap();
+// nullptr when COLL_BOOTSTRAP is not set.
+std::unique_ptr<Bootstrap> make_collrun_bootstrap(double timeout_s);
+
+// True when PMIX_RANK, PMIX_NAMESPACE or a PMIX_SERVER_URI* variable is set:
+// a PMIx launcher (mpirun, srun --mpi=pmix) started this process.
+bool environment_names_pmix_server();
+// nullptr when the environment names no PMIx server or PMIx_Init fails.
+// Defined only when libcoll is built with PMIx (COLL_HAVE_PMIX).
+std::unique_ptr<Bootstrap> make_pmix_bootstrap(double timeout_s);
+
+}  // namespace coll

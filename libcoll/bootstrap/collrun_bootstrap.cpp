@@ -1,0 +1,463 @@
+// The client side of collrun's rendezvous (protocol in collrun_protocol.hpp).
+// collrun passes the address of its listening socket and this rank's identity
+// in the environment; every allgather is one round trip to collrun, which
+// answers once all ranks have sent the round.
+//
+// The socket is non-blocking and every wait is a poll() bounded by the
+// caller's timeout. A failure (timeout, lost connection, a refusal, a
+// malformed frame) is sticky: the connection is out of step with collrun
+// afterwards, so every later allgather reports the same error.
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/collrun_protocol.hpp"
+#include "bootstrap/unique_fd.hpp"
+#include "error.hpp"
+
+namespace coll {
+namespace {
+
+namespace proto = collrun_protocol;
+using proto::MessageType;
+using Clock = std::chrono::steady_clock;
+
+// Counts the collrun bootstraps this process has made (see "epoch" in
+// collrun_protocol.hpp).
+std::atomic<uint64_t> bootstrap_epoch{0};
+
+class Deadline {
+ public:
+  explicit Deadline(double seconds) : seconds_(seconds) {
+    // Clamp so that an "infinite" timeout stays representable.
+    double bounded = std::isnan(seconds) ? 0.0 : std::clamp(seconds, 0.0, 1e9);
+    end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(bounded));
+  }
+  bool expired() const { return Clock::now() >= end_; }
+  // For poll(): the time left in ms, rounded up so that a wait never ends
+  // before the deadline, capped at `cap_ms`.
+  int poll_ms(int cap_ms = INT_MAX) const {
+    auto left = end_ - Clock::now();
+    if (left <= Clock::duration::zero()) return 0;
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    return static_cast<int>(std::min<long long>(ms, cap_ms));
+  }
+  double seconds() const { return seconds_; }
+
+ private:
+  double seconds_;
+  Clock::time_point end_;
+};
+
+const char* env_or_null(const char* name) {
+  const char* value = std::getenv(name);
+  return (value && *value) ? value : nullptr;
+}
+
+long long parse_env_integer(const char* name, long long min, long long max) {
+  const char* text = env_or_null(name);
+  if (!text)
+    fail(COLL_ERR_INVALID_ARG,
+         "%s is set but %s is not: was this process started by collrun?",
+         proto::kEnvAddress, name);
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < min || value > max)
+    fail(COLL_ERR_INVALID_ARG, "%s='%s' is not an integer in [%lld, %lld]",
+         name, text, min, max);
+  return value;
+}
+
+struct Frame {
+  uint32_t type = 0;
+  std::string payload;
+};
+
+std::string describe_ranks(const std::vector<uint32_t>& ranks) {
+  constexpr size_t kShown = 16;
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size() && i < kShown; ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kShown)
+    text += strfmt(" and %zu more", ranks.size() - kShown);
+  return text;
+}
+
+[[noreturn]] void fail_connection_lost() {
+  fail(COLL_ERR_PEER_LOST,
+       "collrun closed the bootstrap connection: another rank failed?");
+}
+
+// One connection to collrun.
+class CollrunConnection {
+ public:
+  CollrunConnection(std::string address, uint32_t world_size)
+      : address_(std::move(address)), world_size_(world_size) {}
+
+  void connect(const Deadline& deadline) {
+    size_t colon = address_.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == address_.size())
+      fail(COLL_ERR_INVALID_ARG, "%s='%s' is not host:port",
+           proto::kEnvAddress, address_.c_str());
+    std::string host = address_.substr(0, colon);
+    std::string port = address_.substr(colon + 1);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
+
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+    if (rc != 0)
+      fail(COLL_ERR_INVALID_ARG, "%s='%s': cannot resolve: %s",
+           proto::kEnvAddress, address_.c_str(), ::gai_strerror(rc));
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(
+        found, &::freeaddrinfo);
+
+    // collrun listens before it starts any rank, so the first try normally
+    // succeeds; retrying covers a busy listen backlog.
+    int last_error = 0;
+    auto backoff = std::chrono::milliseconds(10);
+    for (;;) {
+      for (addrinfo* a = addresses.get(); a; a = a->ai_next) {
+        last_error = try_connect(*a, deadline);
+        if (last_error == 0) return;
+      }
+      if (deadline.expired())
+        fail(COLL_ERR_TIMEOUT,
+             "could not connect to collrun at %s (%s) within %g s: %s",
+             address_.c_str(), proto::kEnvAddress, deadline.seconds(),
+             std::strerror(last_error));
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+          backoff, std::chrono::milliseconds(deadline.poll_ms())));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    }
+  }
+
+  // Sends the whole frame or throws.
+  void send_all(std::string_view bytes, const Deadline& deadline,
+                const char* what) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        bytes.remove_prefix(static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (!wait_for(POLLOUT, deadline))
+          fail(COLL_ERR_TIMEOUT,
+               "sending the %s to collrun (%s) did not finish within %g s",
+               what, address_.c_str(), deadline.seconds());
+        continue;
+      }
+      if (errno == EPIPE || errno == ECONNRESET) fail_connection_lost();
+      fail_errno(COLL_ERR_PEER_LOST, errno, "sending the %s to collrun (%s)",
+                 what, address_.c_str());
+    }
+  }
+
+  // The next frame, or nullopt when the deadline passes first. A frame that
+  // breaks the protocol's limits is an error.
+  std::optional<Frame> receive(const Deadline& deadline) {
+    char header_bytes[proto::kHeaderBytes];
+    if (!receive_exactly(header_bytes, sizeof header_bytes, deadline,
+                         /*started=*/false))
+      return std::nullopt;
+    proto::FrameHeader header = proto::parse_header(header_bytes);
+    uint64_t limit = proto::max_payload_bytes(header.type, world_size_);
+    if (header.type < static_cast<uint32_t>(MessageType::kHello) ||
+        header.type > static_cast<uint32_t>(MessageType::kFailed) ||
+        header.length > limit)
+      fail(COLL_ERR_INTERNAL,
+           "collrun sent a malformed frame (type %u, length %llu, at most "
+           "%llu allowed): is %s the address of a collrun of the same "
+           "version?",
+           header.type, static_cast<unsigned long long>(header.length),
+           static_cast<unsigned long long>(limit), proto::kEnvAddress);
+    Frame frame;
+    frame.type = header.type;
+    frame.payload.resize(header.length);
+    // Once a frame has begun, the rest of it is part of the same wait.
+    if (!receive_exactly(frame.payload.data(), frame.payload.size(), deadline,
+                         /*started=*/true))
+      return std::nullopt;
+    return frame;
+  }
+
+ private:
+  int try_connect(const addrinfo& a, const Deadline& deadline) {
+    UniqueFd fd(::socket(a.ai_family,
+                         a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                         a.ai_protocol));
+    if (!fd) return errno;
+    if (::connect(fd.get(), a.ai_addr, a.ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) return errno;
+      pollfd p{fd.get(), POLLOUT, 0};
+      int rc;
+      do {
+        rc = ::poll(&p, 1, deadline.poll_ms());
+      } while (rc < 0 && errno == EINTR);
+      if (rc == 0) return ETIMEDOUT;
+      if (rc < 0) return errno;
+      int error = 0;
+      socklen_t length = sizeof error;
+      if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0)
+        return errno;
+      if (error != 0) return error;
+    }
+    // Rounds are small request/answer exchanges: do not let Nagle delay
+    // them.
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fd_ = std::move(fd);
+    return 0;
+  }
+
+  // False when the deadline passes first.
+  bool wait_for(short events, const Deadline& deadline) {
+    for (;;) {
+      pollfd p{fd_.get(), events, 0};
+      int rc = ::poll(&p, 1, deadline.poll_ms());
+      if (rc > 0) return true;  // readiness, or an error the next call reports
+      if (rc == 0) return false;
+      if (errno != EINTR)
+        fail_errno(COLL_ERR_INTERNAL, errno, "poll on the collrun connection");
+    }
+  }
+
+  bool receive_exactly(char* out, size_t length, const Deadline& deadline,
+                       bool started) {
+    size_t got = 0;
+    while (got < length) {
+      ssize_t n = ::recv(fd_.get(), out + got, length - got, 0);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+        continue;
+      }
+      if (n == 0) fail_connection_lost();
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!wait_for(POLLIN, deadline)) {
+          if (got == 0 && !started) return false;
+          fail(COLL_ERR_TIMEOUT,
+               "collrun (%s) stopped in the middle of a message for %g s",
+               address_.c_str(), deadline.seconds());
+        }
+        continue;
+      }
+      if (errno == ECONNRESET) fail_connection_lost();
+      fail_errno(COLL_ERR_PEER_LOST, errno, "receiving from collrun (%s)",
+                 address_.c_str());
+    }
+    return true;
+  }
+
+  std::string address_;
+  uint32_t world_size_;
+  UniqueFd fd_;
+};
+
+class CollrunBootstrap final : public Bootstrap {
+ public:
+  CollrunBootstrap(std::string address, int rank, int size, std::string job_id)
+      : connection_(std::move(address), static_cast<uint32_t>(size)),
+        rank_(rank),
+        size_(size),
+        job_id_(std::move(job_id)),
+        epoch_(bootstrap_epoch.fetch_add(1)) {}
+
+  void join(double timeout_s) {
+    Deadline deadline(timeout_s);
+    connection_.connect(deadline);
+    std::string hello = proto::FrameWriter(MessageType::kHello)
+                            .put_u32(proto::kVersion)
+                            .put_u32(static_cast<uint32_t>(rank_))
+                            .put_u32(static_cast<uint32_t>(size_))
+                            .put_u64(epoch_)
+                            .put_u64(static_cast<uint64_t>(::getpid()))
+                            .put_bytes(job_id_)
+                            .finish();
+    connection_.send_all(hello, deadline, "hello");
+    std::optional<Frame> answer = connection_.receive(deadline);
+    if (!answer)
+      fail(COLL_ERR_TIMEOUT,
+           "collrun did not answer rank %d's hello within %g s", rank_,
+           timeout_s);
+    if (answer->type == static_cast<uint32_t>(MessageType::kWelcome)) return;
+    if (answer->type == static_cast<uint32_t>(MessageType::kRefused)) {
+      proto::PayloadReader reader(answer->payload);
+      std::string_view reason;
+      if (reader.get_bytes(reason, proto::kMaxMessageBytes) && reader.done())
+        fail(COLL_ERR_INVALID_ARG, "collrun refused rank %d: %.*s", rank_,
+             static_cast<int>(reason.size()), reason.data());
+    }
+    fail_protocol(*answer, "its answer to hello");
+  }
+
+  const char* name() const override { return "collrun"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string job_id() const override { return job_id_; }
+
+  std::vector<std::string> allgather(const std::string& mine,
+                                     double timeout_s) override {
+    if (failure_) throw *failure_;
+    if (mine.size() > proto::kMaxBlobBytes)
+      fail(COLL_ERR_INVALID_ARG,
+           "bootstrap allgather of %zu bytes: at most %llu bytes per rank",
+           mine.size(), static_cast<unsigned long long>(proto::kMaxBlobBytes));
+    try {
+      return run_round(mine, timeout_s);
+    } catch (const Error& error) {
+      failure_ = error;
+      throw;
+    }
+  }
+
+ private:
+  std::vector<std::string> run_round(const std::string& mine,
+                                     double timeout_s) {
+    Deadline deadline(timeout_s);
+    uint64_t round = ++round_;
+    connection_.send_all(proto::FrameWriter(MessageType::kRound)
+                             .put_u64(round)
+                             .put_bytes(mine)
+                             .finish(),
+                         deadline, "bootstrap round");
+    std::optional<Frame> frame = connection_.receive(deadline);
+    if (!frame) return after_timeout(round, mine, timeout_s);
+    return take_result(*frame, round, mine);
+  }
+
+  // Asks collrun which ranks have not sent the round, to name them in the
+  // error. The round may complete in that moment: then it is a success.
+  std::vector<std::string> after_timeout(uint64_t round,
+                                         const std::string& mine,
+                                         double timeout_s) {
+    std::string waiting_for;
+    Deadline grace(1.0);
+    connection_.send_all(
+        proto::FrameWriter(MessageType::kQuery).put_u64(round).finish(), grace,
+        "query");
+    std::optional<Frame> frame = connection_.receive(grace);
+    if (frame && frame->type == static_cast<uint32_t>(MessageType::kMissing)) {
+      proto::PayloadReader reader(frame->payload);
+      uint64_t answered_round = 0;
+      uint32_t count = 0;
+      std::vector<uint32_t> missing;
+      bool ok = reader.get_u64(answered_round) && reader.get_u32(count) &&
+                count <= static_cast<uint32_t>(size_);
+      for (uint32_t i = 0; ok && i < count; ++i) {
+        uint32_t rank = 0;
+        ok = reader.get_u32(rank);
+        missing.push_back(rank);
+      }
+      if (!ok || !reader.done() || answered_round != round)
+        fail_protocol(*frame, "its answer to a query");
+      if (!missing.empty())
+        waiting_for = " waiting for " + describe_ranks(missing);
+    } else if (frame) {
+      return take_result(*frame, round, mine);
+    }
+    fail(COLL_ERR_TIMEOUT,
+         "bootstrap allgather (collrun round %llu, rank %d of %d) timed out "
+         "after %g s%s",
+         static_cast<unsigned long long>(round), rank_, size_, timeout_s,
+         waiting_for.c_str());
+  }
+
+  std::vector<std::string> take_result(const Frame& frame, uint64_t round,
+                                       const std::string& mine) {
+    if (frame.type == static_cast<uint32_t>(MessageType::kFailed)) {
+      proto::PayloadReader reader(frame.payload);
+      uint32_t status = 0;
+      std::string_view message;
+      if (reader.get_u32(status) &&
+          reader.get_bytes(message, proto::kMaxMessageBytes) &&
+          reader.done() && status != COLL_SUCCESS)
+        fail(static_cast<int>(status), "collrun: %.*s",
+             static_cast<int>(message.size()), message.data());
+      fail_protocol(frame, "a failure report");
+    }
+    if (frame.type != static_cast<uint32_t>(MessageType::kResult))
+      fail_protocol(frame, "the answer to a round");
+    proto::PayloadReader reader(frame.payload);
+    uint64_t answered_round = 0;
+    uint32_t count = 0;
+    if (!reader.get_u64(answered_round) || !reader.get_u32(count) ||
+        answered_round != round || count != static_cast<uint32_t>(size_))
+      fail_protocol(frame, "the answer to a round");
+    std::vector<std::string> blobs;
+    blobs.reserve(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      std::string_view blob;
+      if (!reader.get_bytes(blob, proto::kMaxBlobBytes))
+        fail_protocol(frame, "the answer to a round");
+      blobs.emplace_back(blob);
+    }
+    if (!reader.done() || blobs[static_cast<size_t>(rank_)] != mine)
+      fail_protocol(frame, "the answer to a round");
+    return blobs;
+  }
+
+  [[noreturn]] void fail_protocol(const Frame& frame, const char* what) {
+    fail(COLL_ERR_INTERNAL,
+         "collrun sent a malformed %s frame (%zu bytes) as %s (rank %d, "
+         "round %llu)",
+         proto::message_type_name(frame.type), frame.payload.size(), what,
+         rank_, static_cast<unsigned long long>(round_));
+  }
+
+  CollrunConnection connection_;
+  int rank_;
+  int size_;
+  std::string job_id_;
+  uint64_t epoch_;
+  uint64_t round_ = 0;
+  std::optional<Error> failure_;
+};
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> make_collrun_bootstrap(double timeout_s) {
+  const char* address = env_or_null(proto::kEnvAddress);
+  if (!address) return nullptr;
+  int size = static_cast<int>(
+      parse_env_integer(proto::kEnvSize, 1, proto::kMaxRanks));
+  int rank = static_cast<int>(parse_env_integer(proto::kEnvRank, 0, size - 1));
+  const char* job_id = env_or_null(proto::kEnvJobId);
+  if (!job_id || !proto::is_valid_job_id(job_id))
+    fail(COLL_ERR_INVALID_ARG,
+         "%s='%s' is not a job id (1 to %llu characters of [A-Za-z0-9_.-])",
+         proto::kEnvJobId, job_id ? job_id : "",
+         static_cast<unsigned long long>(proto::kMaxJobIdBytes));
+  auto bootstrap =
+      std::make_unique<CollrunBootstrap>(address, rank, size, job_id);
+  bootstrap->join(timeout_s);
+  return bootstrap;
+}
+
+}  // namespace coll

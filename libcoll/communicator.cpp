@@ -1,0 +1,127 @@
+#include "communicator.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "datatype.hpp"
+#include "error.hpp"
+
+namespace coll {
+namespace {
+
+bool overlaps(const void* a, const void* b, size_t len) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + len && y < x + len;
+}
+
+size_t checked_bytes(size_t count, int datatype) {
+  if (!valid_datatype(datatype))
+    fail(COLL_ERR_INVALID_ARG, "unknown datatype %d", datatype);
+  const size_t es = datatype_size(datatype);
+  if (count > SIZE_MAX / es)
+    fail(COLL_ERR_INVALID_ARG, "count %zu of %s overflows the address space", count,
+         datatype_name(datatype));
+  return count * es;
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config)
+    : config_(config), boot_(std::move(boot)) {
+  if (!config_.allreduce_algo.empty()) forced_allreduce_ = &find_allreduce(config_.allreduce_algo);
+  if (!config_.bcast_algo.empty()) forced_bcast_ = &find_bcast(config_.bcast_algo);
+
+  WindowLayout layout;
+  layout.slot_bytes = config_.slot_bytes;
+  layout.num_slots = config_.num_slots;
+  layout.nranks = boot_->size();
+  TransportOptions topts;
+  topts.window_bytes = layout.window_bytes();
+  topts.timeout_s = config_.timeout_s;
+  transport_ = make_transport(config_.transport, *boot_, topts);
+
+  // The window is registered once, here, and its {addr, rkey} traded.
+  window_mr_ = transport_->reg_write(transport_->window_base(), layout.window_bytes());
+  RemoteRegion mine;
+  mine.addr = reinterpret_cast<uintptr_t>(window_mr_->addr);
+  mine.length = window_mr_->length;
+  mine.rkey = window_mr_->rkey;
+  auto all = boot_->allgather(std::string(reinterpret_cast<char*>(&mine), sizeof mine),
+                              config_.timeout_s);
+  std::vector<RemoteRegion> peers(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof(RemoteRegion))
+      fail(COLL_ERR_INTERNAL, "window exchange: rank %zu sent %zu bytes", r, all[r].size());
+    std::memcpy(&peers[r], all[r].data(), sizeof(RemoteRegion));
+  }
+  SourceRegistrar registrar;  // the registration cache plugs in here
+  channel_ = std::make_unique<Channel>(*transport_, layout, window_mr_, std::move(peers),
+                                       config_.timeout_s, std::move(registrar));
+  // No rank writes into a window before every window is registered.
+  boot_->barrier(config_.timeout_s);
+}
+
+Communicator::~Communicator() {
+  channel_.reset();
+  if (window_mr_) transport_->dereg(window_mr_);
+}
+
+const char* Communicator::last_algorithm(const std::string& collective) const {
+  if (collective == "allreduce") return last_allreduce_;
+  if (collective == "bcast") return last_bcast_;
+  return "";
+}
+
+template <class Body>
+void Communicator::run(Body body) {
+  if (failed_status_)
+    throw Error(failed_status_, "the communicator failed earlier: " + failed_message_);
+  try {
+    body();
+  } catch (const Error& e) {
+    failed_status_ = e.status();
+    failed_message_ = e.what();
+    throw;
+  }
+}
+
+void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, int datatype,
+                             int op) {
+  const size_t bytes = checked_bytes(count, datatype);
+  if (!valid_op(op)) fail(COLL_ERR_INVALID_ARG, "unknown reduction op %d", op);
+  ReduceFn reduce = reduce_function(datatype, op);
+  if (!reduce)
+    fail(COLL_ERR_INVALID_ARG, "op %s is not defined on datatype %s (integer types only)",
+         op_name(op), datatype_name(datatype));
+  if (sendbuf == COLL_IN_PLACE) sendbuf = recvbuf;
+  if (count > 0 && (!recvbuf || !sendbuf))
+    fail(COLL_ERR_INVALID_ARG, "allreduce: NULL %s with count %zu", recvbuf ? "sendbuf" : "recvbuf",
+         count);
+  if (sendbuf != recvbuf && overlaps(sendbuf, recvbuf, bytes))
+    fail(COLL_ERR_INVALID_ARG,
+         "allreduce: sendbuf and recvbuf overlap (use COLL_IN_PLACE to reduce in place)");
+  const AllreduceAlgorithm& algo =
+      forced_allreduce_ ? *forced_allreduce_ : choose_allreduce(size(), bytes);
+  last_allreduce_ = algo.name;
+  if (count == 0) return;
+  AllreduceArgs args{sendbuf, recvbuf, count, datatype_size(datatype), reduce};
+  run([&] { algo.run(*channel_, args); });
+}
+
+void Communicator::bcast(void* buf, size_t count, int datatype, int root) {
+  const size_t bytes = checked_bytes(count, datatype);
+  if (root < 0 || root >= size())
+    fail(COLL_ERR_INVALID_ARG, "bcast: root %d out of range [0, %d)", root, size());
+  if (count > 0 && !buf) fail(COLL_ERR_INVALID_ARG, "bcast: NULL buffer with count %zu", count);
+  const BcastAlgorithm& algo = forced_bcast_ ? *forced_bcast_ : choose_bcast(size(), bytes);
+  last_bcast_ = algo.name;
+  if (count == 0) return;
+  BcastArgs args{buf, bytes, root};
+  run([&] { algo.run(*channel_, args); });
+}
+
+void Communicator::barrier() {
+  run([&] { dissemination_barrier(*channel_); });
+}
+
+}  // namespace coll

@@ -1,0 +1,66 @@
+#include "env.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "error.hpp"
+
+namespace coll {
+namespace {
+
+double env_double(const char* name, double fallback, double min, double max) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  double d = std::strtod(v, &end);
+  if (errno || *end || !(d >= min && d <= max))
+    fail(COLL_ERR_INVALID_ARG, "%s=%s: expected a number in [%g, %g]", name, v,
+         min, max);
+  return d;
+}
+
+// Accepts a byte count with an optional K/M/G suffix (powers of 1024).
+size_t env_bytes(const char* name, size_t fallback, size_t min, size_t max) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  unsigned shift = 0;
+  if (*end == 'k' || *end == 'K') shift = 10, ++end;
+  else if (*end == 'm' || *end == 'M') shift = 20, ++end;
+  else if (*end == 'g' || *end == 'G') shift = 30, ++end;
+  if (errno || *end || end == v || (n << shift) >> shift != n ||
+      (n << shift) < min || (n << shift) > max)
+    fail(COLL_ERR_INVALID_ARG, "%s=%s: expected a byte count in [%zu, %zu]",
+         name, v, min, max);
+  return static_cast<size_t>(n << shift);
+}
+
+}  // namespace
+
+std::string env_string(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? std::string(v) : std::string(fallback);
+}
+
+Config load_config() {
+  Config c;
+  c.transport = env_string("COLL_TRANSPORT");
+  if (c.transport == "auto") c.transport.clear();
+  c.allreduce_algo = env_string("COLL_ALLREDUCE_ALGO");
+  if (c.allreduce_algo == "auto") c.allreduce_algo.clear();
+  c.bcast_algo = env_string("COLL_BCAST_ALGO");
+  if (c.bcast_algo == "auto") c.bcast_algo.clear();
+  c.timeout_s = env_double("COLL_TIMEOUT", c.timeout_s, 0.01, 1e9);
+  c.slot_bytes = env_bytes("COLL_SLOT_SIZE", c.slot_bytes, 64, size_t{1} << 30);
+  // Slots are cache-line aligned so that flags never share a line with data.
+  c.slot_bytes = (c.slot_bytes + 63) & ~size_t{63};
+  // Three slots is the least that keeps the ring deadlock-free: a rank may
+  // run up to two messages ahead of what it received (algorithms/ring_*).
+  c.num_slots = static_cast<int>(env_double("COLL_NUM_SLOTS", c.num_slots, 3, 16));
+  return c;
+}
+
+}  // namespace coll

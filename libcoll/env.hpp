@@ -1,0 +1,26 @@
+// Knobs read from the environment once, at coll_init. Every knob is
+// documented in README.md ("Knobs"); a malformed value is an error at
+// coll_init, never silently ignored.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace coll {
+
+struct Config {
+  std::string transport;       // COLL_TRANSPORT: "", shm, rdma, tcp
+  std::string allreduce_algo;  // COLL_ALLREDUCE_ALGO: "" = choose
+  std::string bcast_algo;      // COLL_BCAST_ALGO: "" = choose
+  double timeout_s = 300;      // COLL_TIMEOUT: bound on every wait
+  size_t slot_bytes = 128 * 1024;  // COLL_SLOT_SIZE: eager slot per peer
+  int num_slots = 4;               // COLL_NUM_SLOTS: slots per peer
+};
+
+// Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.
+Config load_config();
+
+// Environment helpers (empty/absent -> fallback).
+std::string env_string(const char* name, const char* fallback = "");
+
+}  // namespace coll

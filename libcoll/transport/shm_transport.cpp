@@ -1,0 +1,360 @@
+// Shared-memory backend: all ranks on one host.
+//
+// Each rank creates one POSIX shared-memory segment, "/coll-<job>-<rank>",
+// holding a header (owner pid, the owner's mapping address and a table of
+// registered regions) followed by the rank's window memory. Peers map every
+// segment at setup; after a barrier each rank unlinks its own name, so
+// nothing is left in /dev/shm even if a rank is killed later (collrun
+// removes coll-<job>-* as a safety net for a kill during setup).
+//
+// A write looks up the rkey in the *target's* region table, checks the
+// range, and copies. Regions inside the target's segment are reached
+// through our mapping of it; any other registered memory of the target
+// (user buffers) is reached with process_vm_writev (CMA).
+//
+// Ordering promise: post_write copies synchronously, and an 8-byte aligned
+// write (a flag or credit) is one release store, so it becomes visible
+// after every earlier write to that peer. Readers poll with acquire loads.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "error.hpp"
+#include "transport/transport.hpp"
+
+namespace coll {
+namespace {
+
+constexpr uint64_t kMagic = 0x636f6c6c73686d31ULL;  // "collshm1"
+constexpr uint32_t kMaxRegions = 1024;               // power of two
+constexpr uint32_t kIndexBits = 10;
+
+enum RegionKind : uint32_t { kInSegment = 1, kProcessMemory = 2 };
+
+// One registered region, published in the owner's segment. rkey 0 means
+// the entry is free; writers read rkey first (acquire) and check it again
+// after reading the range.
+struct RegionEntry {
+  std::atomic<uint32_t> rkey;
+  uint32_t kind;
+  uint64_t addr;
+  uint64_t length;
+};
+
+struct SegmentHeader {
+  uint64_t magic;
+  int64_t pid;
+  uint64_t base;  // where the owner mapped the segment
+  uint64_t window_offset;
+  RegionEntry regions[kMaxRegions];
+};
+
+size_t page_round(size_t n) {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+// An mmap'ed segment, unmapped on destruction.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* p, size_t n) : ptr_(p), len_(n) {}
+  Mapping(Mapping&& o) noexcept : ptr_(o.ptr_), len_(o.len_) { o.ptr_ = nullptr; }
+  Mapping& operator=(Mapping&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(len_, o.len_);
+    return *this;
+  }
+  ~Mapping() {
+    if (ptr_) munmap(ptr_, len_);
+  }
+  char* data() const { return static_cast<char*>(ptr_); }
+  size_t size() const { return len_; }
+  SegmentHeader* header() const { return static_cast<SegmentHeader*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t len_ = 0;
+};
+
+// Our segment's name while it exists in /dev/shm; unlinked on scope exit
+// (also when setup throws half-way).
+class ShmName {
+ public:
+  ~ShmName() { unlink(); }
+  void set(std::string name) { name_ = std::move(name); }
+  void unlink() {
+    if (!name_.empty()) shm_unlink(name_.c_str());
+    name_.clear();
+  }
+  const std::string& str() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string host_identity() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string id = host;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  if (boot >> boot_id) id += "/" + boot_id;
+  return id;
+}
+
+struct PeerInfo {
+  int64_t pid;
+  char segment[128];
+  char host[256];
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(Bootstrap& boot, const TransportOptions& opts)
+      : rank_(boot.rank()), size_(boot.size()) {
+    create_segment(boot.job_id(), opts.window_bytes);
+    exchange_and_map(boot, opts.timeout_s);
+  }
+
+  const char* name() const override { return "shm"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void* window_base() const override {
+    return own_.data() + own_.header()->window_offset;
+  }
+  bool needs_local_registration() const override { return false; }
+
+  MemoryRegion* reg_write(void* addr, size_t length) override {
+    SegmentHeader* h = own_.header();
+    auto a = reinterpret_cast<uintptr_t>(addr);
+    auto seg = reinterpret_cast<uintptr_t>(own_.data());
+    bool inside = a >= seg && length <= own_.size() && a - seg <= own_.size() - length;
+    for (uint32_t i = 0; i < kMaxRegions; ++i) {
+      uint32_t idx = (next_index_ + i) % kMaxRegions;
+      RegionEntry& e = h->regions[idx];
+      if (e.rkey.load(std::memory_order_relaxed) != 0) continue;
+      next_index_ = idx + 1;
+      uint32_t gen = ++generation_ & ((1u << (32 - kIndexBits)) - 1);
+      if (gen == 0) gen = ++generation_;
+      uint32_t rkey = (gen << kIndexBits) | idx;
+      e.kind = inside ? kInSegment : kProcessMemory;
+      e.addr = a;
+      e.length = length;
+      e.rkey.store(rkey, std::memory_order_release);
+      auto mr = std::make_unique<MemoryRegion>();
+      mr->addr = addr;
+      mr->length = length;
+      mr->lkey = rkey;
+      mr->rkey = rkey;
+      return regions_.emplace_back(std::move(mr)).get();
+    }
+    fail(COLL_ERR_NO_RESOURCES,
+         "shm transport: all %u region table entries are in use", kMaxRegions);
+  }
+
+  int dereg(MemoryRegion* mr) override {
+    for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+      if (it->get() != mr) continue;
+      RegionEntry& e = own_.header()->regions[mr->rkey & (kMaxRegions - 1)];
+      e.rkey.store(0, std::memory_order_release);
+      regions_.erase(it);
+      return 0;
+    }
+    errno = EINVAL;
+    return -1;
+  }
+
+  int post_write(int peer, uint64_t context, const void* local_addr,
+                 size_t length, MemoryRegion* /*mr: not needed, we copy*/,
+                 int flags, uint64_t remote_addr, uint32_t rkey) override {
+    if (peer < 0 || peer >= size_ || !peers_[peer].data()) {
+      errno = EINVAL;
+      return -1;
+    }
+    const Mapping& target = peers_[peer];
+    SegmentHeader* h = target.header();
+    RegionEntry& e = h->regions[rkey & (kMaxRegions - 1)];
+    if (rkey == 0 || e.rkey.load(std::memory_order_acquire) != rkey ||
+        remote_addr < e.addr || length > e.length ||
+        remote_addr - e.addr > e.length - length) {
+      errno = EACCES;  // like IBV_WC_REM_ACCESS_ERR: nothing is written
+      return -1;
+    }
+    if (e.kind == kInSegment) {
+      char* dst = target.data() + (remote_addr - h->base);
+      if (length == 8 && (remote_addr & 7) == 0) {
+        uint64_t v;
+        std::memcpy(&v, local_addr, 8);
+        __atomic_store_n(reinterpret_cast<uint64_t*>(dst), v, __ATOMIC_RELEASE);
+      } else if (length > 0) {
+        std::memcpy(dst, local_addr, length);
+      }
+    } else if (length > 0) {
+      if (cma_write(static_cast<pid_t>(h->pid), local_addr, length, remote_addr) != 0)
+        return -1;
+    }
+    if (flags & kWriteSignaled) completions_.push_back({context, peer, 0});
+    return 0;
+  }
+
+  int poll(Completion* out, int max) override {
+    int n = 0;
+    while (n < max && !completions_.empty()) {
+      out[n++] = completions_.front();
+      completions_.pop_front();
+    }
+    return n;
+  }
+
+  void check_peer(int peer) override {
+    pid_t pid = static_cast<pid_t>(pids_[peer]);
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+      fail(COLL_ERR_PEER_LOST, "rank %d (pid %d) is gone", peer, int(pid));
+  }
+
+ private:
+  void create_segment(const std::string& job, size_t window_bytes) {
+    std::string name = strfmt("/coll-%s-%d", job.c_str(), rank_);
+    if (name.size() >= sizeof(PeerInfo::segment))
+      fail(COLL_ERR_INVALID_ARG, "job id too long for a segment name: %s", job.c_str());
+    size_t header = page_round(sizeof(SegmentHeader));
+    size_t total = header + page_round(window_bytes);
+    Fd fd(shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
+    if (fd.get() < 0)
+      fail_errno(COLL_ERR_NO_RESOURCES, errno, "shm_open(%s)", name.c_str());
+    own_name_.set(name);
+    // Reserve the pages now: a full /dev/shm must be an error here, not a
+    // SIGBUS in the middle of a collective.
+    if (int err = posix_fallocate(fd.get(), 0, static_cast<off_t>(total)))
+      fail_errno(COLL_ERR_NO_RESOURCES, err,
+                 "cannot reserve %zu bytes in /dev/shm for %s (is /dev/shm full?)",
+                 total, name.c_str());
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED) fail_errno(COLL_ERR_NO_RESOURCES, errno, "mmap %zu bytes", total);
+    own_ = Mapping(p, total);
+    SegmentHeader* h = own_.header();
+    h->pid = getpid();
+    h->base = reinterpret_cast<uintptr_t>(p);
+    h->window_offset = header;
+    for (auto& r : h->regions) r.rkey.store(0, std::memory_order_relaxed);
+    __atomic_store_n(&h->magic, kMagic, __ATOMIC_RELEASE);
+  }
+
+  void exchange_and_map(Bootstrap& boot, double timeout_s) {
+    PeerInfo mine{};
+    mine.pid = getpid();
+    std::snprintf(mine.segment, sizeof mine.segment, "%s", own_name_.str().c_str());
+    std::snprintf(mine.host, sizeof mine.host, "%s", host_identity().c_str());
+    auto all = boot.allgather(std::string(reinterpret_cast<char*>(&mine), sizeof mine),
+                              timeout_s);
+    peers_.resize(size_);
+    pids_.resize(size_);
+    for (int r = 0; r < size_; ++r) {
+      if (all[r].size() != sizeof(PeerInfo))
+        fail(COLL_ERR_INTERNAL, "shm setup: rank %d sent %zu bytes, expected %zu", r,
+             all[r].size(), sizeof(PeerInfo));
+      PeerInfo info;
+      std::memcpy(&info, all[r].data(), sizeof info);
+      info.host[sizeof info.host - 1] = 0;
+      info.segment[sizeof info.segment - 1] = 0;
+      if (std::strcmp(info.host, mine.host) != 0)
+        fail(COLL_ERR_INVALID_ARG,
+             "COLL_TRANSPORT=shm needs all ranks on one host, but rank %d runs on "
+             "%s and rank %d on %s; use COLL_TRANSPORT=rdma or tcp",
+             rank_, mine.host, r, info.host);
+      pids_[r] = info.pid;
+      peers_[r] = r == rank_ ? map_self() : map_peer(info.segment);
+    }
+    // Everyone has mapped every segment: the names are no longer needed.
+    boot.barrier(timeout_s);
+    own_name_.unlink();
+  }
+
+  Mapping map_self() {
+    // A second mapping of our own segment keeps post_write uniform for
+    // writes to ourselves.
+    return map_peer(own_name_.str().c_str());
+  }
+
+  Mapping map_peer(const char* segment) {
+    Fd fd(shm_open(segment, O_RDWR, 0));
+    if (fd.get() < 0) fail_errno(COLL_ERR_PEER_LOST, errno, "shm_open(%s) of a peer", segment);
+    struct stat st {};
+    if (fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(SegmentHeader))
+      fail(COLL_ERR_INTERNAL, "peer segment %s is too small", segment);
+    void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED) fail_errno(COLL_ERR_NO_RESOURCES, errno, "mmap of %s", segment);
+    Mapping m(p, static_cast<size_t>(st.st_size));
+    if (__atomic_load_n(&m.header()->magic, __ATOMIC_ACQUIRE) != kMagic)
+      fail(COLL_ERR_INTERNAL, "peer segment %s is not initialised", segment);
+    return m;
+  }
+
+  int cma_write(pid_t pid, const void* src, size_t length, uint64_t remote_addr) {
+    struct iovec local{const_cast<void*>(src), length};
+    struct iovec remote{reinterpret_cast<void*>(remote_addr), length};
+    while (local.iov_len > 0) {
+      ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return -1;
+      }
+      if (n == 0) {
+        errno = EIO;
+        return -1;
+      }
+      local.iov_base = static_cast<char*>(local.iov_base) + n;
+      local.iov_len -= static_cast<size_t>(n);
+      remote.iov_base = static_cast<char*>(remote.iov_base) + n;
+      remote.iov_len -= static_cast<size_t>(n);
+    }
+    return 0;
+  }
+
+  int rank_;
+  int size_;
+  ShmName own_name_;
+  Mapping own_;
+  std::vector<Mapping> peers_;
+  std::vector<int64_t> pids_;
+  std::vector<std::unique_ptr<MemoryRegion>> regions_;
+  std::deque<Completion> completions_;
+  uint32_t next_index_ = 0;
+  uint32_t generation_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_shm_transport(Bootstrap& boot,
+                                              const TransportOptions& opts) {
+  return std::make_unique<ShmTransport>(boot, opts);
+}
+
+}  // namespace coll

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, what libcoll needs to build, test and
+# benchmark; installs only what is missing (a no-op on a ready machine).
+set -euo pipefail
+
+PKGS=(
+  meson ninja-build g++ pkg-config
+  libgtest-dev libgmock-dev
+  libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
+  libhwloc-dev libpmix-dev openmpi-bin libopenmpi-dev
+  gnuplot-nox
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=
+[ "$(id -u)" = 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

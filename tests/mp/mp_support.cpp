@@ -1,0 +1,92 @@
+#include "mp_support.hpp"
+
+#include <algorithm>
+
+namespace mp {
+
+std::vector<size_t> interesting_counts(size_t element_size) {
+  const size_t per_slot = slot_bytes() / element_size;
+  const size_t ranks = static_cast<size_t>(world_size());
+  std::vector<size_t> counts = {0, 1, 7, ranks - 1, per_slot - 1, per_slot, per_slot + 1};
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
+bool same_on_all_ranks(uint64_t digest) {
+  uint64_t mine[2] = {digest, ~digest};
+  uint64_t maxima[2] = {0, 0};
+  int status = coll_allreduce(mine, maxima, 2, COLL_UINT64, COLL_MAX, world());
+  EXPECT_EQ(status, COLL_SUCCESS) << coll_comm_last_error(world());
+  return status == COLL_SUCCESS && maxima[0] == mine[0] && maxima[1] == mine[1];
+}
+
+std::vector<coll_datatype_t> all_datatypes() {
+  std::vector<coll_datatype_t> types;
+  for (int t = 0; t < COLL_DATATYPE_COUNT; ++t) types.push_back(static_cast<coll_datatype_t>(t));
+  return types;
+}
+
+const char* datatype_name(coll_datatype_t datatype) {
+  switch (datatype) {
+    case COLL_INT8: return "int8";
+    case COLL_INT16: return "int16";
+    case COLL_INT32: return "int32";
+    case COLL_INT64: return "int64";
+    case COLL_UINT8: return "uint8";
+    case COLL_UINT16: return "uint16";
+    case COLL_UINT32: return "uint32";
+    case COLL_UINT64: return "uint64";
+    case COLL_FLOAT: return "float";
+    case COLL_DOUBLE: return "double";
+    default: return "unknown";
+  }
+}
+
+const char* op_name(coll_op_t op) {
+  switch (op) {
+    case COLL_SUM: return "sum";
+    case COLL_PROD: return "prod";
+    case COLL_MIN: return "min";
+    case COLL_MAX: return "max";
+    case COLL_BAND: return "band";
+    case COLL_BOR: return "bor";
+    case COLL_BXOR: return "bxor";
+    default: return "unknown";
+  }
+}
+
+GuardedBuffer::GuardedBuffer(size_t count, size_t element_size)
+    : bytes_(count * element_size), storage_(bytes_ + 2 * kGuardBytes) {
+  for (size_t i = 0; i < kGuardBytes; ++i) {
+    storage_[i] = guard_byte(i);
+    storage_[kGuardBytes + bytes_ + i] = guard_byte(i + kGuardBytes);
+  }
+}
+
+void GuardedBuffer::fill_pattern(uint64_t seed) {
+  auto* p = static_cast<unsigned char*>(data());
+  for (size_t i = 0; i < bytes_; ++i) p[i] = static_cast<unsigned char>(mix(seed, i) >> 56);
+}
+
+bool GuardedBuffer::has_pattern(uint64_t seed) const {
+  const auto* p = static_cast<const unsigned char*>(data());
+  for (size_t i = 0; i < bytes_; ++i) {
+    if (p[i] != static_cast<unsigned char>(mix(seed, i) >> 56)) return false;
+  }
+  return true;
+}
+
+bool GuardedBuffer::guards_intact() const {
+  for (size_t i = 0; i < kGuardBytes; ++i) {
+    if (storage_[i] != guard_byte(i)) return false;
+    if (storage_[kGuardBytes + bytes_ + i] != guard_byte(i + kGuardBytes)) return false;
+  }
+  return true;
+}
+
+std::string rank_tag() {
+  return "[rank " + std::to_string(world_rank()) + "/" + std::to_string(world_size()) + "]";
+}
+
+}  // namespace mp

@@ -1,0 +1,142 @@
+// Shared helpers of the multi-process suite: every rank runs the same
+// GoogleTest binary under collrun, so every test must issue the same
+// sequence of collectives on every rank. Helpers here never return early
+// between collectives; checks record failures with EXPECT_* and go on.
+#pragma once
+
+#include <coll/coll.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace mp {
+
+inline coll_comm_t world() { return coll_comm_world(); }
+
+inline int world_rank() {
+  int rank = -1;
+  coll_comm_rank(world(), &rank);
+  return rank;
+}
+
+inline int world_size() {
+  int size = 0;
+  coll_comm_size(world(), &size);
+  return size;
+}
+
+// The library's window slot size: a collective larger than this is cut
+// into chunks, so counts around one slot exercise the chunk boundaries.
+inline size_t slot_bytes() {
+  if (const char* env = std::getenv("COLL_SLOT_SIZE")) {
+    char* end = nullptr;
+    unsigned long long value = std::strtoull(env, &end, 10);
+    if (end != env && value > 0) return static_cast<size_t>(value);
+  }
+  return 128 * 1024;
+}
+
+// Element counts every collective is tried with: empty, one, odd, one per
+// rank but one, and both sides of a slot boundary. Sorted, no duplicates.
+std::vector<size_t> interesting_counts(size_t element_size);
+
+inline constexpr size_t kLargeCount = size_t{1} << 20;  // 1 Mi elements
+
+// splitmix64: a deterministic value for (a, b, c) that every rank can
+// compute for every other rank, so expectations need no communication.
+inline uint64_t mix(uint64_t a, uint64_t b = 0, uint64_t c = 0) {
+  uint64_t z = a * 0x9E3779B97F4A7C15ull + b * 0xBF58476D1CE4E5B9ull +
+               c * 0x94D049BB133111EBull + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    hash ^= p[i];
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+// True when every rank passed the same digest. One allreduce of MAX over
+// {d, ~d}: both maxima equal this rank's values only if all agree.
+bool same_on_all_ranks(uint64_t digest);
+
+// C type <-> coll_datatype_t.
+template <typename T> constexpr coll_datatype_t datatype_of();
+template <> constexpr coll_datatype_t datatype_of<int8_t>() { return COLL_INT8; }
+template <> constexpr coll_datatype_t datatype_of<int16_t>() { return COLL_INT16; }
+template <> constexpr coll_datatype_t datatype_of<int32_t>() { return COLL_INT32; }
+template <> constexpr coll_datatype_t datatype_of<int64_t>() { return COLL_INT64; }
+template <> constexpr coll_datatype_t datatype_of<uint8_t>() { return COLL_UINT8; }
+template <> constexpr coll_datatype_t datatype_of<uint16_t>() { return COLL_UINT16; }
+template <> constexpr coll_datatype_t datatype_of<uint32_t>() { return COLL_UINT32; }
+template <> constexpr coll_datatype_t datatype_of<uint64_t>() { return COLL_UINT64; }
+template <> constexpr coll_datatype_t datatype_of<float>() { return COLL_FLOAT; }
+template <> constexpr coll_datatype_t datatype_of<double>() { return COLL_DOUBLE; }
+
+// Calls fn(T{}) with the C type of datatype.
+template <typename Fn>
+void with_datatype(coll_datatype_t datatype, Fn&& fn) {
+  switch (datatype) {
+    case COLL_INT8: fn(int8_t{}); return;
+    case COLL_INT16: fn(int16_t{}); return;
+    case COLL_INT32: fn(int32_t{}); return;
+    case COLL_INT64: fn(int64_t{}); return;
+    case COLL_UINT8: fn(uint8_t{}); return;
+    case COLL_UINT16: fn(uint16_t{}); return;
+    case COLL_UINT32: fn(uint32_t{}); return;
+    case COLL_UINT64: fn(uint64_t{}); return;
+    case COLL_FLOAT: fn(float{}); return;
+    case COLL_DOUBLE: fn(double{}); return;
+    default: ADD_FAILURE() << "no C type for datatype " << datatype;
+  }
+}
+
+std::vector<coll_datatype_t> all_datatypes();
+const char* datatype_name(coll_datatype_t datatype);
+const char* op_name(coll_op_t op);
+inline bool is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
+inline bool is_float(coll_datatype_t t) { return t == COLL_FLOAT || t == COLL_DOUBLE; }
+
+// A buffer of `count` elements between two guard zones of known bytes: a
+// collective that writes one byte outside [data, data + count) is caught.
+class GuardedBuffer {
+ public:
+  GuardedBuffer(size_t count, size_t element_size);
+
+  void* data() { return storage_.data() + kGuardBytes; }
+  const void* data() const { return storage_.data() + kGuardBytes; }
+  template <typename T> T* as() { return static_cast<T*>(data()); }
+  template <typename T> const T* as() const { return static_cast<const T*>(data()); }
+  size_t bytes() const { return bytes_; }
+
+  // Fills the payload with a byte pattern that no collective produces by
+  // chance (so "unchanged" and "overwritten" can both be checked).
+  void fill_pattern(uint64_t seed);
+  bool has_pattern(uint64_t seed) const;
+  bool guards_intact() const;
+
+ private:
+  // A multiple of 16 keeps the payload as aligned as operator new's
+  // allocation, which suits every datatype.
+  static constexpr size_t kGuardBytes = 64;
+  static unsigned char guard_byte(size_t i) { return static_cast<unsigned char>(0xA5 ^ (i * 29)); }
+
+  size_t bytes_;
+  std::vector<unsigned char> storage_;
+};
+
+// For messages on failures: "[rank r/n]".
+std::string rank_tag();
+
+}  // namespace mp
