@@ -19,6 +19,10 @@ inline void cpu_relax() {
 #endif
 }
 
+// Context of the signaled writes of quiesce(); registrations are pointers
+// and never 1.
+constexpr uint64_t kQuiesceContext = 1;
+
 inline uint64_t flag_value(uint64_t sequence, size_t len) {
   return ((sequence & 0xffffffffu) << 32) | uint64_t(len);
 }
@@ -96,10 +100,10 @@ void Channel::progress() {
     if (wc[i].status != 0)
       fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank_,
            wc[i].peer, transport_.name());
-    if (wc[i].context != 0) {
+    if (wc[i].context == 0) continue;
+    if (wc[i].context != kQuiesceContext)
       registrar_.release(reinterpret_cast<const MemoryRegion*>(wc[i].context));
-      --outstanding_;
-    }
+    --outstanding_;
   }
 }
 
@@ -179,6 +183,18 @@ void Channel::release(int peer) {
 
 void Channel::flush() {
   wait_until(rank_, "completion of its own writes", [&] { return outstanding_ == 0; });
+}
+
+void Channel::quiesce() {
+  // Rewriting the last credit is harmless: credits are absolute counts.
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || (sent_[size_t(p)] == 0 && received_[size_t(p)] == 0)) continue;
+    const uint64_t consumed = received_[size_t(p)];
+    post(p, kQuiesceContext, &consumed, sizeof consumed, nullptr, kWriteSignaled,
+         layout_.credit(rank_));
+    ++outstanding_;
+  }
+  flush();
 }
 
 }  // namespace coll

@@ -79,8 +79,14 @@ class Channel {
   // Gives the slot of the oldest received message from peer back to peer.
   void release(int peer);
 
-  // Waits until every write this rank posted has completed.
+  // Waits until every signaled write this rank posted has completed (the
+  // sources of sends may change afterwards).
   void flush();
+
+  // Waits until every write this rank ever posted has completed: used before
+  // the communicator's windows go away. On ordered transports the completion
+  // of a last signaled write to a peer implies all earlier ones.
+  void quiesce();
 
  private:
   template <class Ready>

@@ -62,6 +62,18 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
 }
 
 Communicator::~Communicator() {
+  // Peers may still write into our window (a credit after their last
+  // message) until they are done: windows go away only after every rank
+  // has seen all its writes complete. A failed communicator skips the
+  // handshake, whose peers may be gone; its writes fail harmlessly.
+  if (!failed_status_) {
+    try {
+      channel_->quiesce();
+      boot_->barrier(config_.timeout_s);
+    } catch (const Error&) {
+      // Finalize goes on: nothing more can be done for a peer that is gone.
+    }
+  }
   channel_.reset();
   if (window_mr_) transport_->dereg(window_mr_);
 }

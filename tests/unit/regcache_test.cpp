@@ -1,0 +1,456 @@
+// RegistrationCache against a counting fake registrar: no RDMA needed.
+#include "regcache.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "error.hpp"
+
+namespace coll {
+namespace {
+
+// Registers nothing for real: hands out numbered regions, counts calls, and
+// fails like ibv_reg_mr over RLIMIT_MEMLOCK when pinned bytes would pass
+// `lock_limit` (0: no limit).
+class FakeRegistrar {
+ public:
+  size_t lock_limit = 0;
+  int registrations = 0;
+  int deregistrations = 0;
+  size_t pinned = 0;
+  std::map<MemoryRegion*, std::unique_ptr<MemoryRegion>> live;
+
+  RegistrationCache::RegisterFn reg() {
+    return [this](void* addr, size_t len) -> MemoryRegion* {
+      if (lock_limit != 0 && pinned + len > lock_limit) {
+        throw Error(COLL_ERR_NO_RESOURCES, "fake ibv_reg_mr: Cannot allocate memory");
+      }
+      auto mr = std::make_unique<MemoryRegion>();
+      mr->addr = addr;
+      mr->length = len;
+      mr->lkey = mr->rkey = static_cast<uint32_t>(++registrations);
+      pinned += len;
+      MemoryRegion* raw = mr.get();
+      live.emplace(raw, std::move(mr));
+      return raw;
+    };
+  }
+  RegistrationCache::DeregisterFn dereg() {
+    return [this](MemoryRegion* mr) -> int {
+      auto it = live.find(mr);
+      if (it == live.end()) return -1;
+      pinned -= mr->length;
+      ++deregistrations;
+      live.erase(it);
+      return 0;
+    };
+  }
+  // By key, not by pointer: a freed region's address may be reused by the
+  // next registration.
+  bool is_live(uint32_t key) const {
+    for (const auto& entry : live) {
+      if (entry.first->rkey == key) return true;
+    }
+    return false;
+  }
+};
+
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+
+// Page-aligned, touched memory for the tests to register.
+class Pages {
+ public:
+  explicit Pages(size_t count) : bytes_(count * kPage) {
+    base_ = static_cast<char*>(
+        mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) throw std::runtime_error("mmap failed");
+    std::memset(base_, 1, bytes_);
+  }
+  ~Pages() { munmap(base_, bytes_); }
+  char* page(size_t i) const { return base_ + i * kPage; }
+
+ private:
+  size_t bytes_;
+  char* base_;
+};
+
+using Validation = RegistrationCache::Validation;
+
+// Acquires and releases 10 bytes at addr; returns the key of the region used.
+uint32_t use(RegistrationCache& cache, const void* addr) {
+  const MemoryRegion* mr = cache.acquire(addr, 10);
+  uint32_t key = mr->rkey;
+  cache.release(mr);
+  return key;
+}
+
+TEST(RegistrationCache, SecondAcquireOfSameBufferIsAHit) {
+  FakeRegistrar fake;
+  Pages pages(4);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* first = cache.acquire(pages.page(0) + 100, 200);
+  cache.release(first);
+  const MemoryRegion* second = cache.acquire(pages.page(0) + 100, 200);
+  EXPECT_EQ(first, second);
+  cache.release(second);
+  EXPECT_EQ(fake.registrations, 1);
+  RegcacheStats stats = cache.stats();
+  EXPECT_EQ(stats.hits, 1u);
+  EXPECT_EQ(stats.misses, 1u);
+  EXPECT_EQ(stats.registrations, 1u);
+  EXPECT_EQ(stats.bytes_pinned, kPage);
+}
+
+TEST(RegistrationCache, RegistersWholePagesAroundTheRequest) {
+  FakeRegistrar fake;
+  Pages pages(4);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  // Crosses one page boundary: two pages, starting at the first.
+  const MemoryRegion* mr = cache.acquire(pages.page(1) - 10, 20);
+  EXPECT_EQ(mr->addr, pages.page(0));
+  EXPECT_EQ(mr->length, 2 * kPage);
+  cache.release(mr);
+}
+
+TEST(RegistrationCache, RequestInsideARegisteredRangeIsAHit) {
+  FakeRegistrar fake;
+  Pages pages(8);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* whole = cache.acquire(pages.page(0), 8 * kPage);
+  const MemoryRegion* inner = cache.acquire(pages.page(3) + 17, 2 * kPage);
+  EXPECT_EQ(whole, inner);
+  EXPECT_EQ(cache.stats().hits, 1u);
+  EXPECT_EQ(fake.registrations, 1);
+  cache.release(inner);
+  cache.release(whole);
+}
+
+TEST(RegistrationCache, OverlappingRangesFindTheOneThatContains) {
+  FakeRegistrar fake;
+  Pages pages(8);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* long_range = cache.acquire(pages.page(0), 6 * kPage);  // [0, 6)
+  const MemoryRegion* short_range = cache.acquire(pages.page(5), 2 * kPage);  // [5, 7): a miss
+  EXPECT_NE(long_range, short_range);
+  // [1, 3) starts after [0, 6) and before [5, 7): contained in the long one.
+  const MemoryRegion* hit = cache.acquire(pages.page(1), 2 * kPage);
+  EXPECT_EQ(hit, long_range);
+  // [6, 7): only the short one.
+  const MemoryRegion* hit2 = cache.acquire(pages.page(6), 10);
+  EXPECT_EQ(hit2, short_range);
+  // [4, 7): neither contains it.
+  const MemoryRegion* miss = cache.acquire(pages.page(4), 3 * kPage);
+  EXPECT_NE(miss, long_range);
+  EXPECT_NE(miss, short_range);
+  EXPECT_EQ(fake.registrations, 3);
+  for (const MemoryRegion* mr : {long_range, short_range, hit, hit2, miss}) cache.release(mr);
+}
+
+TEST(RegistrationCache, DisjointBuffersAreMisses) {
+  FakeRegistrar fake;
+  Pages pages(4);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* a = cache.acquire(pages.page(0), 10);
+  const MemoryRegion* b = cache.acquire(pages.page(2), 10);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(cache.stats().misses, 2u);
+  EXPECT_EQ(cache.stats().hits, 0u);
+  EXPECT_EQ(fake.registrations, 2);
+  cache.release(a);
+  cache.release(b);
+}
+
+TEST(RegistrationCache, EvictsLeastRecentlyUsedWhenOverTheBound) {
+  FakeRegistrar fake;
+  Pages pages(8);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 3 * kPage, true, Validation::kExplicitOnly);
+  uint32_t a = use(cache, pages.page(0));
+  uint32_t b = use(cache, pages.page(2));
+  uint32_t c = use(cache, pages.page(4));
+  use(cache, pages.page(0));  // now b is the least recently used
+  uint32_t d = use(cache, pages.page(6));  // needs room: evicts b
+  EXPECT_EQ(cache.stats().evictions, 1u);
+  EXPECT_FALSE(fake.is_live(b));
+  EXPECT_TRUE(fake.is_live(a));
+  EXPECT_TRUE(fake.is_live(c));
+  EXPECT_TRUE(fake.is_live(d));
+  EXPECT_EQ(cache.stats().bytes_pinned, 3 * kPage);
+  // a and c still hit; b is registered anew (and evicts d, now the oldest).
+  uint64_t hits = cache.stats().hits;
+  cache.release(cache.acquire(pages.page(0), 10));
+  cache.release(cache.acquire(pages.page(4), 10));
+  EXPECT_EQ(cache.stats().hits, hits + 2);
+  cache.release(cache.acquire(pages.page(2), 10));
+  EXPECT_EQ(fake.registrations, 5);
+}
+
+TEST(RegistrationCache, RegionsInUseAreNeverEvicted) {
+  FakeRegistrar fake;
+  Pages pages(8);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 2 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* a = cache.acquire(pages.page(0), 10);
+  const MemoryRegion* b = cache.acquire(pages.page(2), 10);
+  const MemoryRegion* c = cache.acquire(pages.page(4), 10);  // over the bound: still registered
+  uint32_t a_key = a->rkey, b_key = b->rkey, c_key = c->rkey;
+  EXPECT_EQ(cache.stats().evictions, 0u);
+  EXPECT_EQ(cache.stats().bytes_pinned, 3 * kPage);
+  EXPECT_TRUE(fake.is_live(a_key) && fake.is_live(b_key) && fake.is_live(c_key));
+  cache.release(a);  // unused and over the bound: goes
+  EXPECT_FALSE(fake.is_live(a_key));
+  cache.release(b);
+  cache.release(c);
+  EXPECT_LE(cache.stats().bytes_pinned, 2 * kPage);
+  EXPECT_TRUE(fake.is_live(c_key));  // the most recent stays
+}
+
+TEST(RegistrationCache, InvalidateDropsOverlappingUnusedRegions) {
+  FakeRegistrar fake;
+  Pages pages(8);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* a_region = cache.acquire(pages.page(0), 2 * kPage);
+  uint32_t a = a_region->rkey;
+  cache.release(a_region);
+  uint32_t b = use(cache, pages.page(4));
+  cache.invalidate(pages.page(1) + 5, 1);  // overlaps a only
+  EXPECT_FALSE(fake.is_live(a));
+  EXPECT_TRUE(fake.is_live(b));
+  EXPECT_EQ(cache.stats().invalidations, 1u);
+  const MemoryRegion* again = cache.acquire(pages.page(0), 2 * kPage);
+  EXPECT_EQ(cache.stats().misses, 3u);
+  cache.release(again);
+}
+
+TEST(RegistrationCache, InvalidateOfARegionInUseDeregistersItAtRelease) {
+  FakeRegistrar fake;
+  Pages pages(4);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* held = cache.acquire(pages.page(0), 10);
+  uint32_t held_key = held->rkey;
+  cache.invalidate(pages.page(0), kPage);
+  EXPECT_TRUE(fake.is_live(held_key));  // a write may still be using it
+  const MemoryRegion* fresh = cache.acquire(pages.page(0), 10);
+  EXPECT_NE(held, fresh);  // never handed out again
+  cache.release(held);
+  EXPECT_FALSE(fake.is_live(held_key));
+  EXPECT_TRUE(fake.is_live(fresh->rkey));
+  cache.release(fresh);
+}
+
+TEST(RegistrationCache, OutOfLockedMemoryEvictsUnusedAndRetries) {
+  FakeRegistrar fake;
+  fake.lock_limit = 4 * kPage;
+  Pages pages(16);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  for (size_t i = 0; i < 4; ++i) use(cache, pages.page(2 * i));
+  EXPECT_EQ(fake.pinned, 4 * kPage);
+  const MemoryRegion* big = cache.acquire(pages.page(8), 2 * kPage);  // fails once, then fits
+  EXPECT_TRUE(fake.is_live(big->rkey));
+  EXPECT_EQ(cache.stats().evictions, 4u);
+  EXPECT_EQ(cache.stats().bytes_pinned, 2 * kPage);
+  cache.release(big);
+}
+
+TEST(RegistrationCache, OutOfLockedMemoryWithEverythingInUseNamesUlimit) {
+  FakeRegistrar fake;
+  fake.lock_limit = 2 * kPage;
+  Pages pages(8);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  const MemoryRegion* a = cache.acquire(pages.page(0), 10);
+  const MemoryRegion* b = cache.acquire(pages.page(2), 10);
+  try {
+    cache.acquire(pages.page(4), 10);
+    FAIL() << "registration over the limit succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_NO_RESOURCES);
+    EXPECT_NE(std::string(e.what()).find("ulimit -l"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RLIMIT_MEMLOCK"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fake.is_live(a->rkey) && fake.is_live(b->rkey));
+  cache.release(a);
+  cache.release(b);
+}
+
+TEST(RegistrationCache, OtherRegistrationErrorsPassThrough) {
+  Pages pages(2);
+  int calls = 0;
+  RegistrationCache cache(
+      [&](void*, size_t) -> MemoryRegion* {
+        ++calls;
+        throw Error(COLL_ERR_TRANSPORT, "fake: EFAULT");
+      },
+      [](MemoryRegion*) { return 0; }, 64 * kPage, true, Validation::kExplicitOnly);
+  try {
+    cache.acquire(pages.page(0), 10);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_TRANSPORT);
+  }
+  EXPECT_EQ(calls, 1);  // no retry for anything but lack of locked memory
+}
+
+TEST(RegistrationCache, DisabledRegistersAndDeregistersEveryTime) {
+  FakeRegistrar fake;
+  Pages pages(2);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, false, Validation::kExplicitOnly);
+  const MemoryRegion* a = cache.acquire(pages.page(0), 10);
+  const MemoryRegion* b = cache.acquire(pages.page(0), 10);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(fake.registrations, 2);
+  cache.release(a);
+  EXPECT_EQ(fake.deregistrations, 1);
+  cache.release(b);
+  EXPECT_EQ(fake.deregistrations, 2);
+  EXPECT_EQ(cache.stats().hits, 0u);
+  EXPECT_EQ(cache.stats().bytes_pinned, 0u);
+}
+
+TEST(RegistrationCache, DestructorDeregistersEverythingEvenInUse) {
+  FakeRegistrar fake;
+  Pages pages(8);
+  {
+    RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true,
+                            Validation::kExplicitOnly);
+    use(cache, pages.page(0));
+    use(cache, pages.page(2));
+    cache.acquire(pages.page(4), 10);  // never released
+    EXPECT_EQ(fake.live.size(), 3u);
+  }
+  EXPECT_EQ(fake.live.size(), 0u);
+  EXPECT_EQ(fake.deregistrations, 3);
+}
+
+TEST(RegistrationCache, ClearDeregistersOnlyUnused) {
+  FakeRegistrar fake;
+  Pages pages(4);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  use(cache, pages.page(0));
+  const MemoryRegion* held = cache.acquire(pages.page(2), 10);
+  cache.clear();
+  EXPECT_EQ(fake.live.size(), 1u);
+  EXPECT_TRUE(fake.is_live(held->rkey));
+  cache.release(held);
+}
+
+TEST(RegistrationCache, ReleaseOfAForeignRegionIsAnError) {
+  FakeRegistrar fake;
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+  MemoryRegion foreign;
+  try {
+    cache.release(&foreign);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+  }
+}
+
+TEST(RegistrationCache, NoReuseSharesRegionsOnlyWhileInUse) {
+  FakeRegistrar fake;
+  Pages pages(2);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kNoReuse);
+  ASSERT_EQ(cache.validation(), Validation::kNoReuse);
+  const MemoryRegion* a = cache.acquire(pages.page(0), 10);
+  const MemoryRegion* b = cache.acquire(pages.page(0), 10);
+  EXPECT_EQ(a, b);
+  uint32_t key = b->rkey;
+  cache.release(a);
+  EXPECT_TRUE(fake.is_live(key));
+  cache.release(b);
+  EXPECT_FALSE(fake.is_live(key));
+  EXPECT_EQ(cache.stats().bytes_pinned, 0u);
+}
+
+TEST(RegistrationCache, DefaultBoundComesFromTheLockedMemoryLimit) {
+  EXPECT_GT(RegistrationCache::default_max_pinned_bytes(), 0u);
+  FakeRegistrar fake;
+  RegistrationCache cache(fake.reg(), fake.dereg(), 0, true, Validation::kExplicitOnly);
+  EXPECT_EQ(cache.max_pinned_bytes(), RegistrationCache::default_max_pinned_bytes());
+}
+
+// The real danger: the application frees a registered buffer and gets new
+// memory at the same address. Here the old pages are moved away with mremap
+// (so they stay allocated and their frames cannot be reused, as a real
+// registration keeps them pinned) and fresh pages are mapped at the address.
+class PageFrameValidation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RegistrationCache::page_frames_readable()) {
+      GTEST_SKIP() << "/proc/self/pagemap shows no page frame numbers (needs CAP_SYS_ADMIN)";
+    }
+  }
+};
+
+TEST_F(PageFrameValidation, UnchangedMemoryStillHits) {
+  FakeRegistrar fake;
+  Pages pages(4);
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kAuto);
+  ASSERT_EQ(cache.validation(), Validation::kPageFrames);
+  cache.release(cache.acquire(pages.page(0), 4 * kPage));
+  cache.release(cache.acquire(pages.page(1), kPage));
+  EXPECT_EQ(cache.stats().hits, 1u);
+  EXPECT_EQ(cache.stats().invalidations, 0u);
+}
+
+TEST_F(PageFrameValidation, NewMemoryAtTheSameAddressIsAMiss) {
+  FakeRegistrar fake;
+  const size_t bytes = 4 * kPage;
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kPageFrames);
+  ASSERT_EQ(cache.validation(), Validation::kPageFrames);
+  // Reserve room for the old pages first, so that the move cannot fail.
+  void* parking = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(parking, MAP_FAILED);
+  auto* buffer = static_cast<char*>(
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(buffer, MAP_FAILED);
+  std::memset(buffer, 7, bytes);
+  const MemoryRegion* old_region = cache.acquire(buffer, bytes);
+  uint32_t old_key = old_region->rkey;
+  cache.release(old_region);
+
+  // "free" + "malloc": same addresses, other pages.
+  ASSERT_EQ(mremap(buffer, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, parking), parking);
+  ASSERT_EQ(mmap(buffer, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                 -1, 0),
+            buffer);
+  std::memset(buffer, 9, bytes);
+
+  const MemoryRegion* new_region = cache.acquire(buffer + kPage, kPage);
+  EXPECT_NE(new_region->rkey, old_key);
+  EXPECT_FALSE(fake.is_live(old_key));  // the stale registration is gone
+  EXPECT_EQ(cache.stats().invalidations, 1u);
+  EXPECT_EQ(cache.stats().hits, 0u);
+  cache.release(new_region);
+  munmap(buffer, bytes);
+  munmap(parking, bytes);
+}
+
+TEST_F(PageFrameValidation, UntouchedNewMemoryIsAMiss) {
+  FakeRegistrar fake;
+  const size_t bytes = 2 * kPage;
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kPageFrames);
+  void* parking = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(parking, MAP_FAILED);
+  auto* buffer = static_cast<char*>(
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(buffer, MAP_FAILED);
+  std::memset(buffer, 7, bytes);
+  cache.release(cache.acquire(buffer, bytes));
+  ASSERT_EQ(mremap(buffer, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, parking), parking);
+  ASSERT_EQ(mmap(buffer, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                 -1, 0),
+            buffer);
+  cache.release(cache.acquire(buffer, bytes));  // pages not even present
+  EXPECT_EQ(cache.stats().hits, 0u);
+  EXPECT_EQ(cache.stats().invalidations, 1u);
+  munmap(buffer, bytes);
+  munmap(parking, bytes);
+}
+
+}  // namespace
+}  // namespace coll
