@@ -1,5 +1,7 @@
 // Ring allreduce: reduce-scatter then allgather, each segment cut into
-// slot-sized chunks that stream through the peers' windows.
+// slot-sized chunks that stream through the peers' windows. For large calls
+// the allgather goes zero-copy: each rank exposes its recvbuf to its left
+// neighbour, which writes the reduced segments straight into it.
 //
 // Each segment is reduced at exactly one rank and then copied everywhere,
 // so the result is bitwise identical on every rank.
@@ -28,6 +30,9 @@ void ring_allreduce(Channel& ch, const AllreduceArgs& a) {
   const size_t chunk_elems = std::max<size_t>(1, ch.slot_bytes() / es);
   auto* out = static_cast<char*>(a.recvbuf);
   const auto* in = static_cast<const char*>(a.sendbuf);
+  const bool zero_copy = ch.zero_copy(a.count * es);
+  // Exposed first, so that the left neighbour never waits for it.
+  if (zero_copy) ch.expose(left, out, a.count * es);
 
   // Reduce-scatter. Step 0 sends from sendbuf; a received chunk is reduced
   // with our own input straight into recvbuf, and later steps send from
@@ -54,6 +59,7 @@ void ring_allreduce(Channel& ch, const AllreduceArgs& a) {
   }
 
   // Allgather of the reduced segments.
+  const RemoteRegion right_buf = zero_copy ? ch.exposed_by(right) : RemoteRegion{};
   for (int s = 0; s < n - 1; ++s) {
     const ring::Range tx = ring::segment(a.count, n, ring::ag_send_segment(r, s, n));
     const ring::Range rx = ring::segment(a.count, n, ring::ag_recv_segment(r, s, n));
@@ -62,17 +68,23 @@ void ring_allreduce(Channel& ch, const AllreduceArgs& a) {
     for (size_t c = 0; c < std::max(tx_chunks, rx_chunks); ++c) {
       if (c < tx_chunks) {
         const ring::Range t = ring::chunk(tx, c, chunk_elems);
-        ch.send(right, out + t.offset * es, t.count * es);
+        if (zero_copy)
+          ch.send_direct(right, right_buf, t.offset * es, out + t.offset * es, t.count * es);
+        else
+          ch.send(right, out + t.offset * es, t.count * es);
       }
       if (c < rx_chunks) {
         const ring::Range x = ring::chunk(rx, c, chunk_elems);
-        const void* data = ch.recv(left, x.count * es);
-        std::memcpy(out + x.offset * es, data, x.count * es);
-        ch.release(left);
+        if (zero_copy) {
+          ch.recv_direct(left, x.count * es);
+        } else {
+          const void* data = ch.recv(left, x.count * es);
+          std::memcpy(out + x.offset * es, data, x.count * es);
+          ch.release(left);
+        }
       }
     }
   }
-  ch.flush();
 }
 
 }  // namespace coll

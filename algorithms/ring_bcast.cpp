@@ -1,7 +1,9 @@
 // Pipelined chain broadcast: root -> root+1 -> ... -> root-1, in slot-sized
 // chunks. A rank forwards a chunk straight from its window slot before it
 // copies it into the user buffer, so the chunk moves on without waiting for
-// the local copy.
+// the local copy. Large broadcasts go zero-copy: every rank but the root
+// exposes its buffer to its predecessor, which writes chunks straight into
+// it and forwards from its own buffer.
 #include <algorithm>
 #include <cstring>
 
@@ -19,6 +21,16 @@ void ring_bcast(Channel& ch, const BcastArgs& a) {
   const bool last = pos == n - 1;
   auto* buf = static_cast<char*>(a.buf);
   const size_t chunk = ch.slot_bytes();
+  if (ch.zero_copy(a.bytes)) {
+    if (pos != 0) ch.expose(prev, buf, a.bytes);
+    const RemoteRegion dst = last ? RemoteRegion{} : ch.exposed_by(next);
+    for (size_t off = 0; off < a.bytes; off += chunk) {
+      const size_t len = std::min(chunk, a.bytes - off);
+      if (pos != 0) ch.recv_direct(prev, len);
+      if (!last) ch.send_direct(next, dst, off, buf + off, len);
+    }
+    return;
+  }
   for (size_t off = 0; off < a.bytes; off += chunk) {
     const size_t len = std::min(chunk, a.bytes - off);
     if (pos == 0) {
@@ -30,7 +42,6 @@ void ring_bcast(Channel& ch, const BcastArgs& a) {
     std::memcpy(buf + off, data, len);
     ch.release(prev);
   }
-  ch.flush();
 }
 
 }  // namespace coll

@@ -154,4 +154,18 @@ const char* coll_comm_last_algorithm(coll_comm_t comm, const char* collective) {
 
 size_t coll_datatype_size(coll_datatype_t datatype) { return coll::datatype_size(datatype); }
 
+int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t* stats) {
+  return on_comm(comm, [&](coll::Communicator& c) {
+    if (!stats) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_regcache_stats: NULL stats");
+    const coll::RegcacheStats s = c.regcache_stats();
+    *stats = {s.hits, s.misses, s.registrations, s.deregistrations, s.evictions,
+              s.invalidations, s.bytes_pinned};
+  });
+}
+
+int coll_mem_invalidate(void* addr, size_t len) {
+  if (!g_world) return COLL_ERR_NOT_INITIALIZED;
+  return on_comm(g_world, [&](coll::Communicator& c) { c.invalidate(addr, len); });
+}
+
 }  // extern "C"

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "regcache.hpp"
 
 namespace coll {
 namespace {
@@ -19,33 +20,51 @@ inline void cpu_relax() {
 #endif
 }
 
-// Context of the signaled writes of quiesce(); registrations are pointers
-// and never 1.
-constexpr uint64_t kQuiesceContext = 1;
+// Contexts of signaled writes: completions are only counted.
+constexpr uint64_t kCountedContext = 1;
 
-inline uint64_t flag_value(uint64_t sequence, size_t len) {
-  return ((sequence & 0xffffffffu) << 32) | uint64_t(len);
+// The length field of a flag; direct messages set the top bit, so a rank
+// that expects one kind and gets the other reports a mismatch.
+constexpr uint64_t kDirectBit = uint64_t(1) << 31;
+
+inline uint64_t flag_value(uint64_t sequence, uint64_t len_field) {
+  return ((sequence & 0xffffffffu) << 32) | len_field;
 }
+
+// What a rank writes into a peer's box to expose a buffer: the record,
+// then (a separate 8-byte write, so it lands last) its sequence.
+struct ExposeRecord {
+  uint64_t addr;
+  uint64_t length;
+  uint64_t rkey;
+  uint64_t sequence;
+};
+static_assert(sizeof(ExposeRecord) == 32);
 
 }  // namespace
 
-Channel::Channel(Transport& transport, const WindowLayout& layout,
-                 MemoryRegion* window_mr, std::vector<RemoteRegion> peer_windows,
-                 double timeout_s, SourceRegistrar registrar)
+Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
+                 std::vector<RemoteRegion> peer_windows, double timeout_s,
+                 RegistrationCache& cache, size_t zcopy_threshold)
     : transport_(transport),
       layout_(layout),
       window_mr_(window_mr),
       peers_(std::move(peer_windows)),
       timeout_s_(timeout_s),
-      registrar_(std::move(registrar)),
+      cache_(cache),
+      zcopy_threshold_(zcopy_threshold),
       rank_(transport.rank()),
       size_(transport.size()),
       window_(static_cast<char*>(window_mr->addr)),
       sent_(size_t(size_), 0),
-      received_(size_t(size_), 0) {
+      received_(size_t(size_), 0),
+      exposed_to_(size_t(size_), 0),
+      exposures_seen_(size_t(size_), 0) {
   if (layout_.num_slots < 1 || layout_.num_slots > WindowLayout::kMaxSlots)
     fail(COLL_ERR_INTERNAL, "channel: %d slots per peer (1..%d)", layout_.num_slots,
          WindowLayout::kMaxSlots);
+  if (layout_.slot_bytes >= kDirectBit)
+    fail(COLL_ERR_INTERNAL, "channel: slot of %zu bytes", layout_.slot_bytes);
 }
 
 const volatile uint64_t* Channel::local_word(size_t offset) const {
@@ -53,9 +72,9 @@ const volatile uint64_t* Channel::local_word(size_t offset) const {
 }
 
 // Spins briefly, then yields the CPU (ranks may outnumber cores: a
-// descheduled peer must get to run), then sleeps in short naps when the
-// wait is long. Every wait ends: at the timeout, or when the peer is found
-// dead, or when the transport reports an error.
+// descheduled peer must get to run), then naps when the wait is long.
+// Every wait ends: at the timeout, when the peer is found dead, or when the
+// transport reports an error.
 template <class Ready>
 void Channel::wait_until(int peer, const char* what, Ready ready) {
   if (ready()) return;
@@ -95,69 +114,81 @@ void Channel::wait_until(int peer, const char* what, Ready ready) {
 
 void Channel::progress() {
   Completion wc[16];
-  int n = transport_.poll(wc, 16);
+  const int n = transport_.poll(wc, 16);
   for (int i = 0; i < n; ++i) {
     if (wc[i].status != 0)
-      fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank_,
-           wc[i].peer, transport_.name());
-    if (wc[i].context == 0) continue;
-    if (wc[i].context != kQuiesceContext)
-      registrar_.release(reinterpret_cast<const MemoryRegion*>(wc[i].context));
-    --outstanding_;
+      fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank_, wc[i].peer,
+           transport_.name());
+    if (wc[i].context == kCountedContext) --outstanding_;
   }
 }
 
 void Channel::post(int peer, uint64_t context, const void* src, size_t len,
-                   const MemoryRegion* mr, int flags, size_t remote_offset) {
-  const RemoteRegion& w = peers_[size_t(peer)];
+                   const MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) {
   if (transport_.post_write(peer, context, src, len, const_cast<MemoryRegion*>(mr), flags,
-                            w.addr + remote_offset, w.rkey) != 0)
-    fail_errno(COLL_ERR_TRANSPORT, errno, "rank %d: %s post_write of %zu bytes to rank %d",
-               rank_, transport_.name(), len, peer);
+                            remote_addr, rkey) != 0) {
+    const int err = errno;
+    fail_errno(COLL_ERR_TRANSPORT, err,
+               "rank %d: %s post_write of %zu bytes to rank %d%s", rank_, transport_.name(), len,
+               peer,
+               err == EPERM ? " (zero-copy needs ptrace permission between ranks on shm: "
+                              "set COLL_ZCOPY_THRESHOLD=0 to turn it off)"
+                            : "");
+  }
+  if (flags & kWriteSignaled) ++outstanding_;
 }
 
-void Channel::send(int peer, const void* src, size_t len) {
-  if (len > layout_.slot_bytes)
-    fail(COLL_ERR_INTERNAL, "channel: message of %zu bytes exceeds the %zu byte slot", len,
-         layout_.slot_bytes);
+// Small control words (flags, credits, expose records) are written from
+// the stack: transports copy or inline writes of up to 64 bytes at post.
+void Channel::post_to_window(int peer, const void* src, size_t len, size_t offset) {
+  const RemoteRegion& w = peers_[size_t(peer)];
+  post(peer, 0, src, len, nullptr, 0, w.addr + offset, w.rkey);
+}
+
+const MemoryRegion* Channel::local_region(const void* src, size_t len) const {
+  auto inside = [&](const MemoryRegion* mr) {
+    auto s = reinterpret_cast<uintptr_t>(src), b = reinterpret_cast<uintptr_t>(mr->addr);
+    return s >= b && len <= mr->length && s - b <= mr->length - len;
+  };
+  if (inside(window_mr_)) return window_mr_;
+  for (const MemoryRegion* mr : pins_)
+    if (inside(mr)) return mr;
+  fail(COLL_ERR_INTERNAL, "rank %d: a send from %p (%zu bytes) that is not registered", rank_,
+       src, len);
+}
+
+void Channel::post_data(int peer, const void* src, size_t len, uint64_t remote_addr,
+                        uint32_t rkey) {
+  if (!transport_.needs_local_registration()) {
+    post(peer, 0, src, len, nullptr, 0, remote_addr, rkey);
+    return;
+  }
+  // The source must stay registered until the write completes
+  // (rdma_post_write(3)): user memory is signaled, and finish() waits for
+  // it before dropping the pins.
+  const MemoryRegion* mr = local_region(src, len);
+  post(peer, kCountedContext, src, len, mr, mr == window_mr_ ? 0 : kWriteSignaled, remote_addr,
+       rkey);
+}
+
+void Channel::wait_credit(int peer) {
   const uint64_t m = sent_[size_t(peer)];
   const uint64_t slots = uint64_t(layout_.num_slots);
   const volatile uint64_t* credit = local_word(layout_.credit(peer));
   wait_until(peer, "a free slot", [&] {
     return m < slots || __atomic_load_n(credit, __ATOMIC_ACQUIRE) >= m + 1 - slots;
   });
-  const int k = int(m % slots);
-  if (len > 0) {
-    if (!transport_.needs_local_registration()) {
-      post(peer, 0, src, len, nullptr, 0, layout_.slot(rank_, k));
-    } else {
-      auto s = reinterpret_cast<uintptr_t>(src);
-      auto w = reinterpret_cast<uintptr_t>(window_mr_->addr);
-      if (s >= w && s - w + len <= window_mr_->length) {
-        post(peer, 0, src, len, window_mr_, 0, layout_.slot(rank_, k));
-      } else {
-        // The source stays registered (and referenced in the cache) until
-        // its completion comes back: rdma_post_write(3).
-        const MemoryRegion* mr = registrar_.acquire(src, len);
-        try {
-          post(peer, reinterpret_cast<uint64_t>(mr), src, len, mr, kWriteSignaled,
-               layout_.slot(rank_, k));
-        } catch (...) {
-          registrar_.release(mr);
-          throw;
-        }
-        ++outstanding_;
-      }
-    }
-  }
-  // The flag after the data: 8 bytes from the stack, copied (or inlined) at
-  // post time.
-  const uint64_t flag = flag_value(m + 1, len);
-  post(peer, 0, &flag, sizeof flag, nullptr, 0, layout_.ready(rank_, k));
+}
+
+void Channel::post_flag(int peer, size_t len_field) {
+  const uint64_t m = sent_[size_t(peer)];
+  const int k = int(m % uint64_t(layout_.num_slots));
+  const uint64_t flag = flag_value(m + 1, len_field);
+  post_to_window(peer, &flag, sizeof flag, layout_.ready(rank_, k));
   sent_[size_t(peer)] = m + 1;
 }
 
-const void* Channel::recv(int peer, size_t len) {
+uint64_t Channel::wait_flag(int peer, size_t len_field) {
   const uint64_t m = received_[size_t(peer)];
   const int k = int(m % uint64_t(layout_.num_slots));
   const volatile uint64_t* ready = local_word(layout_.ready(peer, k));
@@ -167,22 +198,108 @@ const void* Channel::recv(int peer, size_t len) {
     flag = __atomic_load_n(ready, __ATOMIC_ACQUIRE);
     return (flag >> 32) == want;
   });
-  const size_t got = size_t(flag & 0xffffffffu);
-  if (got != len)
+  const uint64_t got = flag & 0xffffffffu;
+  if (got != len_field)
     fail(COLL_ERR_INVALID_ARG,
-         "rank %d received %zu bytes from rank %d where it expected %zu: do all ranks "
-         "pass the same count, datatype, op and root?",
-         rank_, got, peer, len);
-  return window_ + layout_.slot(peer, k);
+         "rank %d received a %s message of %llu bytes from rank %d where it expected a %s one "
+         "of %zu: do all ranks pass the same count, datatype, op and root?",
+         rank_, got & kDirectBit ? "zero-copy" : "eager",
+         static_cast<unsigned long long>(got & ~kDirectBit), peer,
+         len_field & kDirectBit ? "zero-copy" : "eager", size_t(len_field & ~kDirectBit));
+  return m;
+}
+
+void Channel::send(int peer, const void* src, size_t len) {
+  if (len > layout_.slot_bytes)
+    fail(COLL_ERR_INTERNAL, "channel: message of %zu bytes exceeds the %zu byte slot", len,
+         layout_.slot_bytes);
+  wait_credit(peer);
+  if (len > 0) {
+    const int k = int(sent_[size_t(peer)] % uint64_t(layout_.num_slots));
+    const RemoteRegion& w = peers_[size_t(peer)];
+    post_data(peer, src, len, w.addr + layout_.slot(rank_, k), w.rkey);
+  }
+  post_flag(peer, len);
+}
+
+const void* Channel::recv(int peer, size_t len) {
+  const uint64_t m = wait_flag(peer, len);
+  return window_ + layout_.slot(peer, int(m % uint64_t(layout_.num_slots)));
 }
 
 void Channel::release(int peer) {
   const uint64_t consumed = ++received_[size_t(peer)];
-  post(peer, 0, &consumed, sizeof consumed, nullptr, 0, layout_.credit(rank_));
+  post_to_window(peer, &consumed, sizeof consumed, layout_.credit(rank_));
+}
+
+void Channel::expose(int peer, void* buf, size_t len) {
+  const MemoryRegion* mr = pin(buf, len);
+  // The previous exposure to this peer is over: it was for an earlier call,
+  // which ended here only after all its direct writes had arrived.
+  const uint64_t seq = ++exposed_to_[size_t(peer)];
+  const ExposeRecord rec{reinterpret_cast<uintptr_t>(buf), len, mr ? mr->rkey : 0, seq};
+  post_to_window(peer, &rec, offsetof(ExposeRecord, sequence), layout_.expose(rank_));
+  post_to_window(peer, &rec.sequence, sizeof rec.sequence,
+                 layout_.expose(rank_) + offsetof(ExposeRecord, sequence));
+}
+
+RemoteRegion Channel::exposed_by(int peer) {
+  const uint64_t want = ++exposures_seen_[size_t(peer)];
+  auto* rec = reinterpret_cast<const volatile ExposeRecord*>(window_ + layout_.expose(peer));
+  wait_until(peer, "a zero-copy buffer", [&] {
+    return __atomic_load_n(&rec->sequence, __ATOMIC_ACQUIRE) == want;
+  });
+  RemoteRegion r;
+  r.addr = rec->addr;
+  r.length = rec->length;
+  r.rkey = uint32_t(rec->rkey);
+  return r;
+}
+
+void Channel::send_direct(int peer, const RemoteRegion& dst, size_t offset, const void* src,
+                          size_t len) {
+  if (offset > dst.length || len > dst.length - offset)
+    fail(COLL_ERR_INVALID_ARG,
+         "rank %d: zero-copy write of %zu bytes at offset %zu into the %llu byte buffer of rank "
+         "%d: do all ranks pass the same count and datatype?",
+         rank_, len, offset, static_cast<unsigned long long>(dst.length), peer);
+  if (len >= kDirectBit)
+    fail(COLL_ERR_INTERNAL, "channel: direct message of %zu bytes", len);
+  wait_credit(peer);
+  if (len > 0) post_data(peer, src, len, dst.addr + offset, dst.rkey);
+  post_flag(peer, len | kDirectBit);
+}
+
+void Channel::recv_direct(int peer, size_t len) {
+  wait_flag(peer, len | kDirectBit);
+  release(peer);
+}
+
+const MemoryRegion* Channel::pin(const void* buf, size_t len) {
+  if (len == 0) return nullptr;
+  const MemoryRegion* mr = cache_.acquire(buf, len);
+  pins_.push_back(mr);
+  return mr;
 }
 
 void Channel::flush() {
   wait_until(rank_, "completion of its own writes", [&] { return outstanding_ == 0; });
+}
+
+void Channel::finish() {
+  flush();
+  drop_pins();
+}
+
+void Channel::drop_pins() noexcept {
+  for (const MemoryRegion* mr : pins_) {
+    try {
+      cache_.release(mr);
+    } catch (const Error&) {
+      // Only a region the cache did not hand out throws: not one of ours.
+    }
+  }
+  pins_.clear();
 }
 
 void Channel::quiesce() {
@@ -190,9 +307,9 @@ void Channel::quiesce() {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || (sent_[size_t(p)] == 0 && received_[size_t(p)] == 0)) continue;
     const uint64_t consumed = received_[size_t(p)];
-    post(p, kQuiesceContext, &consumed, sizeof consumed, nullptr, kWriteSignaled,
-         layout_.credit(rank_));
-    ++outstanding_;
+    const RemoteRegion& w = peers_[size_t(p)];
+    post(p, kCountedContext, &consumed, sizeof consumed, nullptr, kWriteSignaled,
+         w.addr + layout_.credit(rank_), w.rkey);
   }
   flush();
 }

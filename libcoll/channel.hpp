@@ -1,6 +1,7 @@
 // Channel: data movement between ranks on one-sided writes. This is the only
 // layer the algorithms use ("send a message", "receive one, use it in
-// place, release it"); it knows windows and flow control, not collectives.
+// place, release it", and the zero-copy variants); it knows windows and
+// flow control, not collectives.
 //
 // Every rank's window holds one box per partner. The box of partner q in
 // the window of rank p is written only by q:
@@ -9,25 +10,31 @@
 //             promise makes the data visible first);
 //   credit    how many of p's messages to q that q has consumed: p may
 //             reuse one of its slots in q's window only after q said so;
+//   expose    {addr, length, rkey, sequence}: a user buffer of q that p may
+//             write into directly (zero-copy) during the current call;
 //   slot[k]   num_slots eager slots of slot_bytes each.
 // A message m from q to p lives in slot m % num_slots; p polls ready[k] for
-// sequence m+1. Sequences and credits run for the life of the
-// communicator, so collectives need no extra synchronisation between them.
+// sequence m+1. A zero-copy ("direct") message puts its data straight into
+// the exposed buffer and only its flag into the box. Sequences and credits
+// run for the life of the communicator, so collectives need no extra
+// synchronisation between them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "transport/transport.hpp"
 
 namespace coll {
 
+class RegistrationCache;
+
 struct WindowLayout {
   static constexpr size_t kBoxHeaderBytes = 512;
-  static constexpr size_t kReadyOffset = 0;    // uint64_t ready[16]
+  static constexpr size_t kReadyOffset = 0;     // uint64_t ready[16]
   static constexpr size_t kCreditOffset = 192;  // own cache line
+  static constexpr size_t kExposeOffset = 256;  // ExposeRecord, own line
   static constexpr int kMaxSlots = 16;
 
   size_t slot_bytes = 0;
@@ -41,23 +48,20 @@ struct WindowLayout {
     return box(partner) + kReadyOffset + 8 * size_t(slot);
   }
   size_t credit(int partner) const { return box(partner) + kCreditOffset; }
+  size_t expose(int partner) const { return box(partner) + kExposeOffset; }
   size_t slot(int partner, int k) const {
     return box(partner) + kBoxHeaderBytes + slot_bytes * size_t(k);
   }
 };
 
-// How the channel gets a registration for a local source buffer on
-// transports that need one (RDMA): normally the registration cache.
-struct SourceRegistrar {
-  std::function<const MemoryRegion*(const void* addr, size_t len)> acquire;
-  std::function<void(const MemoryRegion*)> release;
-};
-
 class Channel {
  public:
-  Channel(Transport& transport, const WindowLayout& layout,
-          MemoryRegion* window_mr, std::vector<RemoteRegion> peer_windows,
-          double timeout_s, SourceRegistrar registrar);
+  // cache registers user memory (pin) on transports that need it and for
+  // zero-copy targets. zcopy_threshold: calls of at least that many bytes
+  // may go zero-copy (0: never).
+  Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
+          std::vector<RemoteRegion> peer_windows, double timeout_s, RegistrationCache& cache,
+          size_t zcopy_threshold);
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
@@ -65,13 +69,16 @@ class Channel {
   int size() const { return size_; }
   size_t slot_bytes() const { return layout_.slot_bytes; }
   double timeout_s() const { return timeout_s_; }
+  bool needs_local_registration() const { return transport_.needs_local_registration(); }
+  // Whether a call moving `bytes` should use the zero-copy messages.
+  bool zero_copy(size_t bytes) const { return zcopy_threshold_ && bytes >= zcopy_threshold_; }
 
+  // --- eager messages, through the slots -------------------------------
   // Sends len <= slot_bytes() bytes from src to peer as the next message on
-  // the pair. Waits (bounded by the timeout) for a free slot. src may be
-  // reused when send returns, except on transports that need local
-  // registration, where it must stay unchanged until flush().
+  // the pair. Waits (bounded by the timeout) for a free slot. On transports
+  // that need local registration, src must lie in the window or in memory
+  // pinned for this call.
   void send(int peer, const void* src, size_t len);
-
   // Waits for the next message from peer, which must be len bytes long (a
   // different length means the ranks disagree on the arguments: error).
   // Returns its bytes in our window, valid until release(peer).
@@ -79,9 +86,29 @@ class Channel {
   // Gives the slot of the oldest received message from peer back to peer.
   void release(int peer);
 
-  // Waits until every signaled write this rank posted has completed (the
-  // sources of sends may change afterwards).
+  // --- zero-copy messages, straight into an exposed user buffer --------
+  // Lets peer write into [buf, buf + len) (pinned here) during this call.
+  void expose(int peer, void* buf, size_t len);
+  // Waits for the buffer that peer exposed to us for this call.
+  RemoteRegion exposed_by(int peer);
+  // Writes len bytes from src into dst (exposed by peer) at offset, then
+  // the flag of a direct message.
+  void send_direct(int peer, const RemoteRegion& dst, size_t offset, const void* src,
+                   size_t len);
+  // Waits for a direct message of len bytes from peer: its data is then in
+  // the buffer we exposed. Its slot is released at once.
+  void recv_direct(int peer, size_t len);
+
+  // --- per call (the communicator brackets every algorithm with these) ---
+  // Registers (through the cache) user memory of this call. len 0 is a
+  // no-op. Returns the registration.
+  const MemoryRegion* pin(const void* buf, size_t len);
+  // Waits until every signaled write posted so far has completed.
   void flush();
+  // flush(), then drops this call's pins.
+  void finish();
+  // After a failed call: drops the pins without waiting.
+  void drop_pins() noexcept;
 
   // Waits until every write this rank ever posted has completed: used before
   // the communicator's windows go away. On ordered transports the completion
@@ -92,8 +119,14 @@ class Channel {
   template <class Ready>
   void wait_until(int peer, const char* what, Ready ready);
   void progress();
-  void post(int peer, uint64_t context, const void* src, size_t len,
-            const MemoryRegion* mr, int flags, size_t remote_offset);
+  void post(int peer, uint64_t context, const void* src, size_t len, const MemoryRegion* mr,
+            int flags, uint64_t remote_addr, uint32_t rkey);
+  void post_to_window(int peer, const void* src, size_t len, size_t offset);
+  void post_data(int peer, const void* src, size_t len, uint64_t remote_addr, uint32_t rkey);
+  void post_flag(int peer, size_t len_field);
+  uint64_t wait_flag(int peer, size_t len_field);
+  void wait_credit(int peer);
+  const MemoryRegion* local_region(const void* src, size_t len) const;
   const volatile uint64_t* local_word(size_t offset) const;
 
   Transport& transport_;
@@ -101,13 +134,17 @@ class Channel {
   MemoryRegion* window_mr_;
   std::vector<RemoteRegion> peers_;
   double timeout_s_;
-  SourceRegistrar registrar_;
+  RegistrationCache& cache_;
+  size_t zcopy_threshold_;
   int rank_;
   int size_;
   char* window_;
-  std::vector<uint64_t> sent_;      // messages sent to each peer
-  std::vector<uint64_t> received_;  // messages released from each peer
-  uint64_t outstanding_ = 0;        // signaled writes not yet completed
+  std::vector<uint64_t> sent_;           // messages sent to each peer
+  std::vector<uint64_t> received_;       // messages released from each peer
+  std::vector<uint64_t> exposed_to_;     // buffers exposed to each peer
+  std::vector<uint64_t> exposures_seen_;  // buffers each peer exposed to us
+  std::vector<const MemoryRegion*> pins_;  // this call's registrations
+  uint64_t outstanding_ = 0;             // signaled writes not yet completed
 };
 
 }  // namespace coll

@@ -54,9 +54,12 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
       fail(COLL_ERR_INTERNAL, "window exchange: rank %zu sent %zu bytes", r, all[r].size());
     std::memcpy(&peers[r], all[r].data(), sizeof(RemoteRegion));
   }
-  SourceRegistrar registrar;  // the registration cache plugs in here
+  Transport& t = *transport_;
+  cache_ = std::make_unique<RegistrationCache>(
+      [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
+      [&t](MemoryRegion* mr) { return t.dereg(mr); }, 0, config_.regcache);
   channel_ = std::make_unique<Channel>(*transport_, layout, window_mr_, std::move(peers),
-                                       config_.timeout_s, std::move(registrar));
+                                       config_.timeout_s, *cache_, config_.zcopy_threshold);
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);
 }
@@ -75,6 +78,7 @@ Communicator::~Communicator() {
     }
   }
   channel_.reset();
+  cache_.reset();  // rdma_dereg_mr(3): every region before the PD goes
   if (window_mr_) transport_->dereg(window_mr_);
 }
 
@@ -84,13 +88,21 @@ const char* Communicator::last_algorithm(const std::string& collective) const {
   return "";
 }
 
+// One collective call: the user buffers are pinned (registered through the
+// cache) where the transport needs it, the algorithm runs, and the call
+// ends when its writes have completed. Any failure inside is sticky.
 template <class Body>
-void Communicator::run(Body body) {
+void Communicator::run(std::initializer_list<std::pair<const void*, size_t>> buffers,
+                       Body body) {
   if (failed_status_)
     throw Error(failed_status_, "the communicator failed earlier: " + failed_message_);
   try {
+    if (channel_->needs_local_registration())
+      for (auto [buf, len] : buffers) channel_->pin(buf, len);
     body();
+    channel_->finish();
   } catch (const Error& e) {
+    channel_->drop_pins();
     failed_status_ = e.status();
     failed_message_ = e.what();
     throw;
@@ -117,7 +129,10 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, i
   last_allreduce_ = algo.name;
   if (count == 0) return;
   AllreduceArgs args{sendbuf, recvbuf, count, datatype_size(datatype), reduce};
-  run([&] { algo.run(*channel_, args); });
+  if (sendbuf == recvbuf)
+    run({{recvbuf, bytes}}, [&] { algo.run(*channel_, args); });
+  else
+    run({{sendbuf, bytes}, {recvbuf, bytes}}, [&] { algo.run(*channel_, args); });
 }
 
 void Communicator::bcast(void* buf, size_t count, int datatype, int root) {
@@ -129,11 +144,11 @@ void Communicator::bcast(void* buf, size_t count, int datatype, int root) {
   last_bcast_ = algo.name;
   if (count == 0) return;
   BcastArgs args{buf, bytes, root};
-  run([&] { algo.run(*channel_, args); });
+  run({{buf, bytes}}, [&] { algo.run(*channel_, args); });
 }
 
 void Communicator::barrier() {
-  run([&] { dissemination_barrier(*channel_); });
+  run({}, [&] { dissemination_barrier(*channel_); });
 }
 
 }  // namespace coll

@@ -1,15 +1,20 @@
-// A communicator: its bootstrap, its transport, its registered window and
-// the channel the algorithms run on. Owns them in that order, so they are
-// torn down in reverse: channel, window registration, transport, bootstrap.
+// A communicator: its bootstrap, its transport, its registered window, the
+// registration cache of user buffers, and the channel the algorithms run
+// on. Owns them in that order, so they are torn down in reverse: channel,
+// cache (deregistering every user buffer), window registration, transport
+// (its protection domain), bootstrap.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
+#include <utility>
 #include <string>
 
 #include "algorithms.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "channel.hpp"
 #include "env.hpp"
+#include "regcache.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
@@ -35,14 +40,18 @@ class Communicator {
   void bcast(void* buf, size_t count, int datatype, int root);
   void barrier();
 
+  RegcacheStats regcache_stats() const { return cache_->stats(); }
+  void invalidate(const void* addr, size_t len) { cache_->invalidate(addr, len); }
+
  private:
   template <class Body>
-  void run(Body body);
+  void run(std::initializer_list<std::pair<const void*, size_t>> buffers, Body body);
 
   Config config_;
   std::unique_ptr<Bootstrap> boot_;
   std::unique_ptr<Transport> transport_;
   MemoryRegion* window_mr_ = nullptr;
+  std::unique_ptr<RegistrationCache> cache_;
   std::unique_ptr<Channel> channel_;
   const AllreduceAlgorithm* forced_allreduce_ = nullptr;
   const BcastAlgorithm* forced_bcast_ = nullptr;

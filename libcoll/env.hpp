@@ -15,6 +15,10 @@ struct Config {
   double timeout_s = 300;      // COLL_TIMEOUT: bound on every wait
   size_t slot_bytes = 128 * 1024;  // COLL_SLOT_SIZE: eager slot per peer
   int num_slots = 4;               // COLL_NUM_SLOTS: slots per peer
+  // COLL_ZCOPY_THRESHOLD: calls of at least this many bytes write straight
+  // into the receivers' buffers; 0 turns zero-copy off.
+  size_t zcopy_threshold = 512 * 1024;
+  bool regcache = true;  // COLL_REGCACHE=0: register/deregister every call
 };
 
 // Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.

@@ -98,6 +98,22 @@ const char *coll_comm_last_algorithm(coll_comm_t comm, const char *collective);
 
 size_t coll_datatype_size(coll_datatype_t datatype); /* 0 if unknown */
 
+/* Registration cache. User buffers that a transport must register (RDMA),
+ * or that receive zero-copy writes, are registered through a per-
+ * communicator cache: registering the same buffer again is a hit. Memory the
+ * application frees is detected (its pages changed) and never reused;
+ * coll_mem_invalidate() tells the cache explicitly. COLL_REGCACHE=0 turns
+ * the cache off (register and deregister on every call). */
+typedef struct {
+  uint64_t hits, misses, registrations, deregistrations, evictions,
+      invalidations, bytes_pinned;
+} coll_regcache_stats_t;
+
+int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t *stats);
+/* The application is about to free or reuse [addr, addr + len): drop every
+ * registration of it, on every communicator. */
+int coll_mem_invalidate(void *addr, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
