@@ -9,6 +9,8 @@
 namespace coll {
 namespace {
 
+constexpr size_t kUnpinnedCacheBytes = size_t(1) << 40;
+
 bool overlaps(const void* a, const void* b, size_t len) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return x < y + len && y < x + len;
@@ -55,9 +57,13 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
     std::memcpy(&peers[r], all[r].data(), sizeof(RemoteRegion));
   }
   Transport& t = *transport_;
+  // Only transports that pin pages (RDMA) are bounded by the locked-memory
+  // limit (0: derived from RLIMIT_MEMLOCK); a shm or tcp registration is a
+  // table entry, and runs out of entries (NO_RESOURCES: evict and retry).
+  const size_t max_pinned = t.needs_local_registration() ? 0 : kUnpinnedCacheBytes;
   cache_ = std::make_unique<RegistrationCache>(
       [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
-      [&t](MemoryRegion* mr) { return t.dereg(mr); }, 0, config_.regcache);
+      [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
   channel_ = std::make_unique<Channel>(*transport_, layout, window_mr_, std::move(peers),
                                        config_.timeout_s, *cache_, config_.zcopy_threshold);
   // No rank writes into a window before every window is registered.
