@@ -6,11 +6,10 @@ namespace bench {
 namespace {
 
 constexpr std::array<const char*, COLL_DATATYPE_COUNT> kDatatypeNames = {
-    "int8",   "int16",  "int32",  "int64", "uint8",
-    "uint16", "uint32", "uint64", "float", "double"};
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"};
 
-constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {
-    "sum", "prod", "min", "max", "band", "bor", "bxor"};
+constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {"sum",  "prod", "min", "max",
+                                                             "band", "bor",  "bxor"};
 
 template <size_t N>
 std::string join(const std::array<const char*, N>& names) {
@@ -52,9 +51,7 @@ std::optional<coll_op_t> parse_op(std::string_view name) {
   return std::nullopt;
 }
 
-bool is_bitwise(coll_op_t op) {
-  return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
-}
+bool is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
 
 std::string all_datatype_names() { return join(kDatatypeNames); }
 std::string all_op_names() { return join(kOpNames); }

@@ -45,8 +45,7 @@ decltype(auto) visit_datatype(coll_datatype_t datatype, Visitor&& visit) {
     case COLL_DATATYPE_COUNT:
       break;
   }
-  throw std::invalid_argument("unknown datatype " +
-                              std::to_string(static_cast<int>(datatype)));
+  throw std::invalid_argument("unknown datatype " + std::to_string(static_cast<int>(datatype)));
 }
 
 // "int8" ... "uint64", "float", "double".

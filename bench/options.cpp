@@ -33,8 +33,8 @@ void parse_message_sizes(std::string_view text, Options& options) {
   }
   if (options.min_bytes == 0) throw UsageError("-m: MIN must be at least 1");
   if (options.min_bytes > options.max_bytes) {
-    throw UsageError("-m: MIN " + std::to_string(options.min_bytes) +
-                     " is above MAX " + std::to_string(options.max_bytes));
+    throw UsageError("-m: MIN " + std::to_string(options.min_bytes) + " is above MAX " +
+                     std::to_string(options.max_bytes));
   }
 }
 
@@ -46,15 +46,12 @@ std::vector<Collective> parse_collectives(std::string_view text) {
     const std::string_view name = text.substr(0, comma);
     const auto collective = parse_collective(name);
     if (!collective) {
-      throw UsageError("-b: unknown collective '" + std::string(name) +
-                       "' (allreduce, bcast)");
+      throw UsageError("-b: unknown collective '" + std::string(name) + "' (allreduce, bcast)");
     }
-    if (std::find(collectives.begin(), collectives.end(), *collective) ==
-        collectives.end()) {
+    if (std::find(collectives.begin(), collectives.end(), *collective) == collectives.end()) {
       collectives.push_back(*collective);
     }
-    text = comma == std::string_view::npos ? std::string_view()
-                                           : text.substr(comma + 1);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
   }
   if (collectives.empty()) throw UsageError("-b: no collective named");
   return collectives;
@@ -68,15 +65,13 @@ IterationPlan iteration_plan(const Options& options, size_t message_bytes) {
   if (message_bytes <= kLargeMessageBytes) {
     return {options.warmup, options.iterations};
   }
-  return {(options.warmup + 9) / 10,
-          std::max<size_t>(1, (options.iterations + 9) / 10)};
+  return {(options.warmup + 9) / 10, std::max<size_t>(1, (options.iterations + 9) / 10)};
 }
 
 std::vector<size_t> message_sizes(const Options& options) {
   const size_t element = coll_datatype_size(options.workload.datatype);
   std::vector<size_t> sizes;
-  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes;
-       bytes *= 2) {
+  for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 2) {
     if (bytes >= element) sizes.push_back(bytes);
     if (bytes > options.max_bytes / 2) break;  // the next doubling overflows
   }
@@ -84,20 +79,18 @@ std::vector<size_t> message_sizes(const Options& options) {
 }
 
 Options parse_options(int argc, char** argv, bool side_by_side) {
-  static const option kLongOptions[] = {
-      {"csv", required_argument, nullptr, kCsv},
-      {"json", required_argument, nullptr, kJson},
-      {"rounds", required_argument, nullptr, kRounds},
-      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+  static const option kLongOptions[] = {{"csv", required_argument, nullptr, kCsv},
+                                        {"json", required_argument, nullptr, kJson},
+                                        {"rounds", required_argument, nullptr, kRounds},
+                                        {"help", no_argument, nullptr, 'h'},
+                                        {nullptr, 0, nullptr, 0}};
   Options options;
   bool root_given = false;
   bool op_given = false;
   opterr = 0;  // errors are reported by the reporting rank only
   optind = 1;
   int code;
-  while ((code = getopt_long(argc, argv, ":m:i:x:fcT:r:o:b:h", kLongOptions,
-                             nullptr)) != -1) {
+  while ((code = getopt_long(argc, argv, ":m:i:x:fcT:r:o:b:h", kLongOptions, nullptr)) != -1) {
     const std::string_view arg = optarg ? optarg : "";
     switch (code) {
       case 'm':
@@ -119,8 +112,8 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
       case 'T': {
         const auto datatype = parse_datatype(arg);
         if (!datatype) {
-          throw UsageError("-T: unknown datatype '" + std::string(arg) +
-                           "' (" + all_datatype_names() + ")");
+          throw UsageError("-T: unknown datatype '" + std::string(arg) + "' (" +
+                           all_datatype_names() + ")");
         }
         options.workload.datatype = *datatype;
         break;
@@ -135,8 +128,8 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
       case 'o': {
         const auto op = parse_op(arg);
         if (!op) {
-          throw UsageError("-o: unknown operator '" + std::string(arg) +
-                           "' (" + all_op_names() + ")");
+          throw UsageError("-o: unknown operator '" + std::string(arg) + "' (" + all_op_names() +
+                           ")");
         }
         options.workload.op = *op;
         op_given = true;
@@ -164,26 +157,22 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
         options.help = true;
         break;
       case ':':
-        throw UsageError(std::string("option ") + argv[optind - 1] +
-                         " needs an argument");
+        throw UsageError(std::string("option ") + argv[optind - 1] + " needs an argument");
       default:
         throw UsageError(std::string("unknown option ") + argv[optind - 1]);
     }
   }
   if (optind < argc) {
-    throw UsageError(std::string("unexpected argument '") + argv[optind] +
-                     "'");
+    throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
   }
-  if (is_bitwise(options.workload.op) &&
-      is_floating(options.workload.datatype)) {
+  if (is_bitwise(options.workload.op) && is_floating(options.workload.datatype)) {
     throw UsageError(std::string("-o ") + op_name(options.workload.op) +
-                     " takes an integer datatype, not " +
-                     datatype_name(options.workload.datatype));
+                     " takes an integer datatype, not " + datatype_name(options.workload.datatype));
   }
   // Silently ignoring an option would mislead the reader of the results.
   const auto runs = [&](Collective collective) {
-    return std::find(options.collectives.begin(), options.collectives.end(),
-                     collective) != options.collectives.end();
+    return std::find(options.collectives.begin(), options.collectives.end(), collective) !=
+           options.collectives.end();
   };
   if (root_given && !runs(Collective::bcast)) {
     throw UsageError("-r applies to bcast, which -b leaves out");

@@ -19,8 +19,7 @@ struct Options {
   bool full = false;         // -f: min, max latency and iterations columns
   bool validate = false;     // -c: check every result, Validation column
   Workload workload;
-  std::vector<Collective> collectives = {Collective::allreduce,
-                                         Collective::bcast};
+  std::vector<Collective> collectives = {Collective::allreduce, Collective::bcast};
   std::string csv_path;
   std::string json_path;
   size_t rounds = 4;  // coll_bench_mpi: alternating rounds per size

@@ -16,17 +16,14 @@ template <typename T>
 using Pattern = std::array<T, ValueCheck::kPeriod>;
 
 // Products of values in {1, 2} are powers of two: exact in every datatype.
-size_t value_modulus(coll_op_t op) {
-  return op == COLL_PROD ? 2 : ValueCheck::kPeriod;
-}
+size_t value_modulus(coll_op_t op) { return op == COLL_PROD ? 2 : ValueCheck::kPeriod; }
 
 // v(rank, k) for k = (i + t) mod kPeriod.
 template <typename T>
 Pattern<T> input_pattern(int rank, size_t modulus) {
   Pattern<T> pattern{};
   for (size_t k = 0; k < pattern.size(); ++k) {
-    pattern[k] = static_cast<T>(1 + (3 * static_cast<size_t>(rank) + k) %
-                                        modulus);
+    pattern[k] = static_cast<T>(1 + (3 * static_cast<size_t>(rank) + k) % modulus);
   }
   return pattern;
 }
@@ -82,8 +79,7 @@ Pattern<T> allreduce_pattern(coll_op_t op, int ranks) {
 }
 
 template <typename T>
-void fill(std::byte* buffer, size_t count, const Pattern<T>& pattern,
-          size_t iteration) {
+void fill(std::byte* buffer, size_t count, const Pattern<T>& pattern, size_t iteration) {
   T* elements = reinterpret_cast<T*>(buffer);
   for (size_t i = 0; i < count; ++i) {
     elements[i] = pattern[(i + iteration) % ValueCheck::kPeriod];
@@ -91,8 +87,7 @@ void fill(std::byte* buffer, size_t count, const Pattern<T>& pattern,
 }
 
 template <typename T>
-bool matches(const std::byte* buffer, size_t count, const Pattern<T>& pattern,
-             size_t iteration) {
+bool matches(const std::byte* buffer, size_t count, const Pattern<T>& pattern, size_t iteration) {
   const T* elements = reinterpret_cast<const T*>(buffer);
   for (size_t i = 0; i < count; ++i) {
     if (elements[i] != pattern[(i + iteration) % ValueCheck::kPeriod]) {
@@ -111,19 +106,17 @@ void poison(std::byte* buffer, size_t count, coll_datatype_t datatype) {
 ValueCheck::ValueCheck(const Workload& workload, int rank, int ranks)
     : workload_(workload), rank_(rank), ranks_(ranks) {}
 
-void ValueCheck::prepare(Collective collective, const Message& message,
-                         size_t iteration) const {
+void ValueCheck::prepare(Collective collective, const Message& message, size_t iteration) const {
   visit_datatype(workload_.datatype, [&]<typename T>(TypeTag<T>) {
     switch (collective) {
       case Collective::allreduce:
-        fill(message.send, message.count,
-             input_pattern<T>(rank_, value_modulus(workload_.op)), iteration);
+        fill(message.send, message.count, input_pattern<T>(rank_, value_modulus(workload_.op)),
+             iteration);
         poison(message.recv, message.count, workload_.datatype);
         break;
       case Collective::bcast:
         if (rank_ == workload_.root) {
-          fill(message.send, message.count,
-               input_pattern<T>(workload_.root, kPeriod), iteration);
+          fill(message.send, message.count, input_pattern<T>(workload_.root, kPeriod), iteration);
         } else {
           poison(message.send, message.count, workload_.datatype);
         }
@@ -132,17 +125,16 @@ void ValueCheck::prepare(Collective collective, const Message& message,
   });
 }
 
-bool ValueCheck::verify(Collective collective, const Message& message,
-                        size_t iteration) const {
+bool ValueCheck::verify(Collective collective, const Message& message, size_t iteration) const {
   return visit_datatype(workload_.datatype, [&]<typename T>(TypeTag<T>) {
     switch (collective) {
       case Collective::allreduce:
-        return matches(message.recv, message.count,
-                       allreduce_pattern<T>(workload_.op, ranks_), iteration);
+        return matches(message.recv, message.count, allreduce_pattern<T>(workload_.op, ranks_),
+                       iteration);
       case Collective::bcast:
         // The root's buffer must come back unchanged too.
-        return matches(message.send, message.count,
-                       input_pattern<T>(workload_.root, kPeriod), iteration);
+        return matches(message.send, message.count, input_pattern<T>(workload_.root, kPeriod),
+                       iteration);
     }
     return false;
   });

@@ -25,11 +25,9 @@ class ValueCheck {
   ValueCheck(const Workload& workload, int rank, int ranks);
 
   // Fills the inputs of this rank for iteration t and poisons the outputs.
-  void prepare(Collective collective, const Message& message,
-               size_t iteration) const;
+  void prepare(Collective collective, const Message& message, size_t iteration) const;
   // True when this rank's outputs hold the expected result of iteration t.
-  bool verify(Collective collective, const Message& message,
-              size_t iteration) const;
+  bool verify(Collective collective, const Message& message, size_t iteration) const;
 
   static constexpr size_t kPeriod = 8;
   static constexpr unsigned char kPoison = 0xA5;

@@ -1,0 +1,121 @@
+#include "measure.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "value_check.hpp"
+
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One runner's share of a size: its checker and its timings so far.
+struct Contender {
+  Contender(Runner& runner, const Workload& workload)
+      : runner(&runner), check(workload, runner.rank(), runner.size()) {}
+
+  Runner* runner;
+  ValueCheck check;
+  size_t next_iteration = 0;  // numbers the iterations for ValueCheck
+  double seconds = 0;         // timed iterations only
+  size_t timed = 0;
+  bool valid = true;
+  std::string algorithm;
+};
+
+// OSU's loop: only the collective is inside the timer; the barrier before it
+// starts every rank together, and filling and checking the buffers stay
+// outside. Returns the seconds spent in the collectives.
+double run_iterations(Contender& contender, const SizeRun& run, size_t iterations) {
+  double seconds = 0;
+  for (size_t i = 0; i < iterations; ++i) {
+    const size_t iteration = contender.next_iteration++;
+    if (run.validate) {
+      contender.check.prepare(run.collective, run.message, iteration);
+    }
+    contender.runner->barrier();
+    const auto start = Clock::now();
+    contender.runner->run(run.collective, run.workload, run.message);
+    const auto stop = Clock::now();
+    seconds += std::chrono::duration<double>(stop - start).count();
+    if (run.validate && !contender.check.verify(run.collective, run.message, iteration)) {
+      contender.valid = false;
+    }
+  }
+  // Read before anything else runs: the reduction of the timings is itself
+  // an allreduce.
+  contender.algorithm = contender.runner->algorithm(run.collective);
+  return seconds;
+}
+
+// Iterations of round `round` when `total` are split over `rounds`.
+size_t round_share(size_t total, size_t rounds, size_t round) {
+  return total / rounds + (round < total % rounds ? 1 : 0);
+}
+
+LibraryResult summarize(const Contender& contender, Runner& reducer, const SizeRun& run,
+                        size_t bytes) {
+  const double mine_us = contender.timed ? contender.seconds / contender.timed * 1e6 : 0.0;
+  double sum[] = {mine_us};
+  double min[] = {mine_us, contender.valid ? 1.0 : 0.0};
+  double max[] = {mine_us};
+  reducer.allreduce_doubles(sum, 1, COLL_SUM);
+  reducer.allreduce_doubles(min, 2, COLL_MIN);
+  reducer.allreduce_doubles(max, 1, COLL_MAX);
+
+  LibraryResult result;
+  result.library = contender.runner->library();
+  result.latency = {sum[0] / reducer.size(), min[0], max[0]};
+  if (result.latency.avg_us > 0) {
+    result.algbw_gbs = static_cast<double>(bytes) / result.latency.avg_us / 1e3;
+  }
+  result.busbw_gbs =
+      result.algbw_gbs * bus_bandwidth_factor(run.collective, contender.runner->size());
+  result.algorithm = contender.algorithm;
+  if (run.validate) result.valid = min[1] == 1.0;
+  return result;
+}
+
+}  // namespace
+
+bool all_valid(const SizeResult& result) {
+  return std::all_of(result.libraries.begin(), result.libraries.end(),
+                     [](const LibraryResult& library) { return library.valid.value_or(true); });
+}
+
+SizeResult measure_size(const std::vector<Runner*>& runners, Runner& reducer, const SizeRun& run) {
+  std::vector<Contender> contenders;
+  for (Runner* runner : runners) {
+    contenders.emplace_back(*runner, run.workload);
+  }
+  // Without validation the buffers are filled once, so that they hold
+  // ordinary numbers (no NaN, no denormals) for every library.
+  if (!run.validate && !contenders.empty()) {
+    contenders.front().check.prepare(run.collective, run.message, 0);
+  }
+
+  for (Contender& contender : contenders) {
+    run_iterations(contender, run, run.plan.warmup);
+  }
+  const size_t rounds = std::max<size_t>(1, std::min(run.rounds, run.plan.iterations));
+  for (size_t round = 0; round < rounds; ++round) {
+    const size_t iterations = round_share(run.plan.iterations, rounds, round);
+    // Each round starts with the next library, so none is always first
+    // after the other has warmed (or cooled) the caches.
+    for (size_t turn = 0; turn < contenders.size(); ++turn) {
+      Contender& contender = contenders[(round + turn) % contenders.size()];
+      contender.seconds += run_iterations(contender, run, iterations);
+      contender.timed += iterations;
+    }
+  }
+
+  const size_t bytes = run.message.count * coll_datatype_size(run.workload.datatype);
+  SizeResult result{bytes, run.message.count, run.plan.iterations, {}};
+  for (const Contender& contender : contenders) {
+    result.libraries.push_back(summarize(contender, reducer, run, bytes));
+  }
+  return result;
+}
+
+}  // namespace bench

@@ -1,0 +1,56 @@
+// Timing of one message size, as OSU times it: a barrier, then one timed
+// collective, repeated; each rank's average over its iterations, then the
+// average, minimum and maximum of those averages over the ranks.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collective.hpp"
+#include "options.hpp"
+#include "runner.hpp"
+
+namespace bench {
+
+// Over all ranks, of each rank's average latency.
+struct LatencyStats {
+  double avg_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+};
+
+struct LibraryResult {
+  std::string library;  // Runner::library()
+  LatencyStats latency;
+  double algbw_gbs = 0;       // bytes / avg latency, 1 GB = 1e9 B
+  double busbw_gbs = 0;       // algbw x bus_bandwidth_factor
+  std::string algorithm;      // "" when the library does not say
+  std::optional<bool> valid;  // set when validating: on every rank
+};
+
+struct SizeResult {
+  size_t bytes = 0;  // count x element size
+  size_t count = 0;
+  size_t iterations = 0;                 // timed, per library
+  std::vector<LibraryResult> libraries;  // in the order of the runners
+};
+
+// False when a library's result was wrong on some rank.
+bool all_valid(const SizeResult& result);
+
+struct SizeRun {
+  Collective collective;
+  Workload workload;
+  Message message;
+  IterationPlan plan;
+  size_t rounds = 1;  // >1: the runners take turns, the first one changing
+  bool validate = false;
+};
+
+// Measures run on every runner and reduces the timings over the ranks with
+// reducer. Collective over all ranks of every runner.
+SizeResult measure_size(const std::vector<Runner*>& runners, Runner& reducer, const SizeRun& run);
+
+}  // namespace bench

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Latency and bus bandwidth against message size, libcoll beside Open MPI,
+# from the summary that bench/compare.sh writes: one row of two panels per
+# collective, one pair of lines per rank count. Needs gnuplot (Debian:
+# gnuplot-nox).
+#
+#   bench/plot.sh [SUMMARY_CSV [OUT_PNG]]   (default bench-results/summary.csv,
+#                                            and compare.png beside it)
+set -euo pipefail
+
+summary=${1:-bench-results/summary.csv}
+png=${2:-$(dirname "$summary")/compare.png}
+
+die() { echo "plot.sh: $*" >&2; exit 1; }
+command -v gnuplot > /dev/null || die "gnuplot not found (Debian: apt-get install gnuplot-nox)"
+[[ -r $summary ]] || die "no $summary: run bench/compare.sh first"
+[[ $(head -1 "$summary") == collective,np,size_bytes,runs,libcoll_avg_us,mpi_avg_us,* ]] ||
+  die "$summary is not a summary from bench/compare.sh"
+
+collectives=$(tail -n +2 "$summary" | cut -d, -f1 | sort -u | tr '\n' ' ')
+rank_counts=$(tail -n +2 "$summary" | cut -d, -f2 | sort -nu | tr '\n' ' ')
+[[ -n $collectives ]] || die "$summary has no rows"
+rows=$(wc -w <<< "$collectives")
+terminal=pngcairo
+gnuplot -e 'set terminal pngcairo' 2> /dev/null || terminal=png
+
+gnuplot <<GNUPLOT
+set terminal $terminal size 1400,$((450 * rows))
+set output "$png"
+set datafile separator ","
+set key top left
+set grid
+set logscale x 2
+set format x "%.0b%BB"  # binary prefixes: 4B, 64kiB, 4MiB
+set xlabel "message size"
+collectives = "$collectives"
+rank_counts = "$rank_counts"
+# Columns of summary.csv: 1 collective, 2 np, 3 size_bytes, 5 libcoll_avg_us,
+# 6 mpi_avg_us, 8 libcoll_busbw_gbs, 9 mpi_busbw_gbs. Rows of other groups
+# become NaN and are not drawn.
+pick(c, np, value) = (strcol(1) eq c && \$2 == np) ? value : NaN
+set multiplot layout words(collectives), 2
+do for [c = 1:words(collectives)] {
+  name = word(collectives, c)
+  set title name . ": latency (lower is better)"
+  set ylabel "latency (us)"
+  set logscale y
+  plot for [n = 1:words(rank_counts)] "$summary" skip 1 \
+         using 3:(pick(name, word(rank_counts, n) + 0, \$5)) \
+         with linespoints lt n dt 1 pt 7 title "libcoll np ".word(rank_counts, n), \
+       for [n = 1:words(rank_counts)] "$summary" skip 1 \
+         using 3:(pick(name, word(rank_counts, n) + 0, \$6)) \
+         with linespoints lt n dt 2 pt 6 title "Open MPI np ".word(rank_counts, n)
+  set title name . ": bus bandwidth (higher is better)"
+  set ylabel "bus bandwidth (GB/s)"
+  unset logscale y
+  plot for [n = 1:words(rank_counts)] "$summary" skip 1 \
+         using 3:(pick(name, word(rank_counts, n) + 0, \$8)) \
+         with linespoints lt n dt 1 pt 7 title "libcoll np ".word(rank_counts, n), \
+       for [n = 1:words(rank_counts)] "$summary" skip 1 \
+         using 3:(pick(name, word(rank_counts, n) + 0, \$9)) \
+         with linespoints lt n dt 2 pt 6 title "Open MPI np ".word(rank_counts, n)
+}
+unset multiplot
+GNUPLOT
+echo "plot.sh: wrote $png" >&2
