@@ -116,9 +116,11 @@ void Channel::progress() {
   Completion wc[16];
   const int n = transport_.poll(wc, 16);
   for (int i = 0; i < n; ++i) {
-    if (wc[i].status != 0)
+    if (wc[i].status != 0) {
+      transport_.check_peer(wc[i].peer);  // throws the transport's own detail
       fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank_, wc[i].peer,
            transport_.name());
+    }
     if (wc[i].context == kCountedContext) --outstanding_;
   }
 }

@@ -9,6 +9,7 @@ PKGS=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libhwloc-dev libpmix-dev openmpi-bin libopenmpi-dev
   gnuplot-nox
+  qemu-system-x86 busybox-static ibverbs-utils rdmacm-utils perftest iproute2 kmod cpio
 )
 
 missing=()

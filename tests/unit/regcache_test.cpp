@@ -136,7 +136,7 @@ TEST(RegistrationCache, OverlappingRangesFindTheOneThatContains) {
   FakeRegistrar fake;
   Pages pages(8);
   RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
-  const MemoryRegion* long_range = cache.acquire(pages.page(0), 6 * kPage);  // [0, 6)
+  const MemoryRegion* long_range = cache.acquire(pages.page(0), 6 * kPage);   // [0, 6)
   const MemoryRegion* short_range = cache.acquire(pages.page(5), 2 * kPage);  // [5, 7): a miss
   EXPECT_NE(long_range, short_range);
   // [1, 3) starts after [0, 6) and before [5, 7): contained in the long one.
@@ -174,7 +174,7 @@ TEST(RegistrationCache, EvictsLeastRecentlyUsedWhenOverTheBound) {
   uint32_t a = use(cache, pages.page(0));
   uint32_t b = use(cache, pages.page(2));
   uint32_t c = use(cache, pages.page(4));
-  use(cache, pages.page(0));  // now b is the least recently used
+  use(cache, pages.page(0));               // now b is the least recently used
   uint32_t d = use(cache, pages.page(6));  // needs room: evicts b
   EXPECT_EQ(cache.stats().evictions, 1u);
   EXPECT_FALSE(fake.is_live(b));
@@ -315,8 +315,7 @@ TEST(RegistrationCache, DestructorDeregistersEverythingEvenInUse) {
   FakeRegistrar fake;
   Pages pages(8);
   {
-    RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true,
-                            Validation::kExplicitOnly);
+    RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
     use(cache, pages.page(0));
     use(cache, pages.page(2));
     cache.acquire(pages.page(4), 10);  // never released
@@ -415,9 +414,9 @@ TEST_F(PageFrameValidation, NewMemoryAtTheSameAddressIsAMiss) {
 
   // "free" + "malloc": same addresses, other pages.
   ASSERT_EQ(mremap(buffer, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, parking), parking);
-  ASSERT_EQ(mmap(buffer, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-                 -1, 0),
-            buffer);
+  ASSERT_EQ(
+      mmap(buffer, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+      buffer);
   std::memset(buffer, 9, bytes);
 
   const MemoryRegion* new_region = cache.acquire(buffer + kPage, kPage);
@@ -442,9 +441,9 @@ TEST_F(PageFrameValidation, UntouchedNewMemoryIsAMiss) {
   std::memset(buffer, 7, bytes);
   cache.release(cache.acquire(buffer, bytes));
   ASSERT_EQ(mremap(buffer, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, parking), parking);
-  ASSERT_EQ(mmap(buffer, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-                 -1, 0),
-            buffer);
+  ASSERT_EQ(
+      mmap(buffer, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+      buffer);
   cache.release(cache.acquire(buffer, bytes));  // pages not even present
   EXPECT_EQ(cache.stats().hits, 0u);
   EXPECT_EQ(cache.stats().invalidations, 1u);

@@ -1,0 +1,316 @@
+#include "regcache.hpp"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "error.hpp"
+
+namespace coll {
+
+namespace {
+
+// /proc/self/pagemap: one 64-bit entry per virtual page (see the kernel's
+// Documentation/admin-guide/mm/pagemap.rst).
+constexpr uint64_t kPagePresent = uint64_t{1} << 63;
+constexpr uint64_t kFrameNumberMask = (uint64_t{1} << 55) - 1;
+
+}  // namespace
+
+size_t RegistrationCache::default_max_pinned_bytes() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) return size_t{64} << 20;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_MEMLOCK, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) {
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page_size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0) return size_t{1} << 30;
+    return static_cast<size_t>(pages) * static_cast<size_t>(page_size) / 2;
+  }
+  return static_cast<size_t>(limit.rlim_cur) / 4 * 3;
+}
+
+bool RegistrationCache::page_frames_readable() {
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // A page that is surely present: the one holding this variable, written.
+  volatile uint64_t probe = 1;
+  probe = probe + 1;
+  auto address = reinterpret_cast<uintptr_t>(&probe);
+  auto page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uint64_t entry = 0;
+  ssize_t got =
+      pread(fd, &entry, sizeof entry, static_cast<off_t>(address / page_size * sizeof entry));
+  close(fd);
+  return got == sizeof entry && (entry & kPagePresent) && (entry & kFrameNumberMask) != 0;
+}
+
+RegistrationCache::RegistrationCache(RegisterFn reg, DeregisterFn dereg, size_t max_pinned_bytes,
+                                     bool enabled, Validation validation)
+    : register_(std::move(reg)),
+      deregister_(std::move(dereg)),
+      max_pinned_bytes_(max_pinned_bytes ? max_pinned_bytes : default_max_pinned_bytes()),
+      enabled_(enabled),
+      validation_(validation),
+      page_size_(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
+  if (validation_ == Validation::kAuto || validation_ == Validation::kPageFrames) {
+    validation_ = page_frames_readable() ? Validation::kPageFrames : Validation::kNoReuse;
+  }
+  if (validation_ == Validation::kPageFrames) {
+    pagemap_fd_ = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pagemap_fd_ < 0) validation_ = Validation::kNoReuse;
+  }
+}
+
+RegistrationCache::~RegistrationCache() {
+  // The communicator is going away: nothing may stay pinned, referenced or
+  // not. Deregistration errors cannot be reported from a destructor.
+  for (auto& [mr, region] : regions_) deregister_(region->mr);
+  if (pagemap_fd_ >= 0) close(pagemap_fd_);
+}
+
+const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len) {
+  auto address = reinterpret_cast<uintptr_t>(addr);
+  uintptr_t begin = address / page_size_ * page_size_;
+  uintptr_t last = address + std::max<size_t>(len, 1) - 1;
+  uintptr_t end = (last / page_size_ + 1) * page_size_;
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (enabled_) {
+    if (Region* found = find_containing(begin, end)) {
+      if (pages_unchanged(*found, begin, end)) {
+        ++stats_.hits;
+        if (found->refcount++ == 0) unlist_unused(found);
+        return found->mr;
+      }
+      // Same addresses, other memory: the application freed the buffer.
+      ++stats_.invalidations;
+      uncache(found);
+      if (found->refcount == 0) deregister(found);
+    }
+  }
+  ++stats_.misses;
+  Region* region = register_range(begin, end);
+  region->refcount = 1;
+  return region->mr;
+}
+
+void RegistrationCache::release(const MemoryRegion* mr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = regions_.find(mr);
+  if (it == regions_.end() || it->second->refcount <= 0) {
+    fail(COLL_ERR_INVALID_ARG,
+         "registration cache: release of a memory region (%p) that is not acquired",
+         static_cast<const void*>(mr));
+  }
+  Region* region = it->second.get();
+  if (--region->refcount > 0) return;
+  if (!region->cached || validation_ == Validation::kNoReuse) {
+    if (region->cached) uncache(region);
+    deregister(region);
+    return;
+  }
+  unused_.push_front(region);
+  region->lru_position = unused_.begin();
+  region->listed_unused = true;
+  make_room(0);
+}
+
+void RegistrationCache::invalidate(const void* addr, size_t len) {
+  auto begin = reinterpret_cast<uintptr_t>(addr);
+  uintptr_t end = begin + std::max<size_t>(len, 1);
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Region*> overlapping;
+  for (auto it = by_begin_.lower_bound(begin > longest_cached_ ? begin - longest_cached_ : 0);
+       it != by_begin_.end() && it->first < end; ++it) {
+    if (it->second->end > begin) overlapping.push_back(it->second);
+  }
+  for (Region* region : overlapping) {
+    ++stats_.invalidations;
+    uncache(region);
+    // In use: the user still holds it; it goes at its last release.
+    if (region->refcount == 0) deregister(region);
+  }
+}
+
+void RegistrationCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!unused_.empty()) {
+    Region* region = unused_.back();
+    uncache(region);
+    deregister(region);
+  }
+}
+
+RegcacheStats RegistrationCache::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+RegistrationCache::Region* RegistrationCache::find_containing(uintptr_t begin,
+                                                              uintptr_t end) const {
+  // Ranges may overlap, so the range that starts closest below `begin` need
+  // not be the one that contains the request: walk down until no range can
+  // reach `end` any more.
+  auto it = by_begin_.upper_bound(begin);
+  while (it != by_begin_.begin()) {
+    --it;
+    if (it->first + longest_cached_ < end) break;
+    if (it->second->end >= end) return it->second;
+  }
+  return nullptr;
+}
+
+std::vector<uint64_t> RegistrationCache::read_page_frames(uintptr_t begin, uintptr_t end) const {
+  size_t pages = (end - begin) / page_size_;
+  std::vector<uint64_t> entries(pages);
+  size_t done = 0;
+  while (done < pages) {
+    ssize_t got = pread(pagemap_fd_, entries.data() + done, (pages - done) * sizeof(uint64_t),
+                        static_cast<off_t>((begin / page_size_ + done) * sizeof(uint64_t)));
+    if (got <= 0) {
+      // Unreadable: record "not present", which never matches, so the range
+      // is re-registered rather than trusted.
+      std::fill(entries.begin() + static_cast<ptrdiff_t>(done), entries.end(), 0);
+      break;
+    }
+    done += static_cast<size_t>(got) / sizeof(uint64_t);
+  }
+  for (uint64_t& entry : entries) {
+    entry = (entry & kPagePresent) ? (entry & kFrameNumberMask) : 0;
+  }
+  return entries;
+}
+
+bool RegistrationCache::pages_unchanged(const Region& region, uintptr_t begin,
+                                        uintptr_t end) const {
+  if (validation_ != Validation::kPageFrames) return true;
+  std::vector<uint64_t> now = read_page_frames(begin, end);
+  size_t first = (begin - region.begin) / page_size_;
+  for (size_t i = 0; i < now.size(); ++i) {
+    // 0: not present now (or at registration): not the pinned memory.
+    if (now[i] == 0 || now[i] != region.page_frames[first + i]) return false;
+  }
+  return true;
+}
+
+RegistrationCache::Region* RegistrationCache::register_range(uintptr_t begin, uintptr_t end) {
+  if (enabled_) make_room(end - begin);
+  MemoryRegion* mr = register_with_retry(begin, end);
+  auto owned = std::make_unique<Region>();
+  Region* region = owned.get();
+  region->begin = begin;
+  region->end = end;
+  region->mr = mr;
+  ++stats_.registrations;
+  stats_.bytes_pinned += region->bytes();
+  if (enabled_ && validation_ == Validation::kPageFrames) {
+    // After registration: the pages are pinned and present now.
+    region->page_frames = read_page_frames(begin, end);
+  }
+  regions_.emplace(mr, std::move(owned));
+  if (enabled_) {
+    by_begin_.emplace(begin, region);
+    region->cached = true;
+    longest_cached_ = std::max(longest_cached_, region->bytes());
+  }
+  return region;
+}
+
+MemoryRegion* RegistrationCache::register_with_retry(uintptr_t begin, uintptr_t end) {
+  void* addr = reinterpret_cast<void*>(begin);
+  size_t len = end - begin;
+  MemoryRegion* mr = nullptr;
+  try {
+    mr = register_(addr, len);
+  } catch (const Error& first) {
+    if (first.status() != COLL_ERR_NO_RESOURCES) throw;
+    // Out of locked memory: give back every range nobody uses, then retry.
+    size_t freed = evict_all_unused();
+    std::string reason = first.what();
+    if (freed > 0) {
+      try {
+        mr = register_(addr, len);
+      } catch (const Error& second) {
+        if (second.status() != COLL_ERR_NO_RESOURCES) throw;
+        reason = second.what();
+      }
+    }
+    if (mr == nullptr) {
+      fail(COLL_ERR_NO_RESOURCES,
+           "registration cache: cannot register %zu bytes at %p, even after "
+           "deregistering every unused region (%zu bytes freed; %llu bytes stay "
+           "registered for operations in flight): %s. Hint: %s",
+           len, addr, freed, static_cast<unsigned long long>(stats_.bytes_pinned), reason.c_str(),
+           describe_memlock_limit().c_str());
+    }
+  }
+  if (mr == nullptr) {
+    fail(COLL_ERR_INTERNAL, "registration cache: the register function returned no region");
+  }
+  return mr;
+}
+
+void RegistrationCache::make_room(size_t bytes) {
+  while (!unused_.empty() && stats_.bytes_pinned + bytes > max_pinned_bytes_) {
+    Region* oldest = unused_.back();
+    ++stats_.evictions;
+    uncache(oldest);
+    deregister(oldest);
+  }
+}
+
+size_t RegistrationCache::evict_all_unused() {
+  size_t freed = 0;
+  while (!unused_.empty()) {
+    Region* oldest = unused_.back();
+    freed += oldest->bytes();
+    ++stats_.evictions;
+    uncache(oldest);
+    deregister(oldest);
+  }
+  return freed;
+}
+
+void RegistrationCache::uncache(Region* region) {
+  if (!region->cached) return;
+  auto [first, last] = by_begin_.equal_range(region->begin);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == region) {
+      by_begin_.erase(it);
+      break;
+    }
+  }
+  region->cached = false;
+  unlist_unused(region);
+}
+
+void RegistrationCache::unlist_unused(Region* region) {
+  if (!region->listed_unused) return;
+  unused_.erase(region->lru_position);
+  region->listed_unused = false;
+}
+
+void RegistrationCache::deregister(Region* region) {
+  // The caller has uncached it: only the owner map still knows it.
+  MemoryRegion* mr = region->mr;
+  size_t bytes = region->bytes();
+  regions_.erase(mr);
+  ++stats_.deregistrations;
+  stats_.bytes_pinned -= bytes;
+  if (deregister_(mr) != 0) {
+    int err = errno;
+    fail_errno(COLL_ERR_TRANSPORT, err, "registration cache: deregistering %zu bytes failed",
+               bytes);
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,936 @@
+// RdmaTransport: the Transport contract on librdmacm + libibverbs.
+//
+// One RC queue pair per peer, every pair connected at setup (a full mesh):
+// ring and tree schedules talk to two or three peers each, but which ones
+// depends on the algorithm, the root and the rank count, and a mesh keeps the
+// transport ignorant of collectives. Cost: size-1 QPs per rank, fine for the
+// node counts libcoll targets; connecting lazily is the change to make when
+// that stops being true.
+//
+// Setup (every wait bounded by TransportOptions::timeout_s):
+//  1. pick this rank's address (see the knobs below), rdma_getaddrinfo +
+//     rdma_create_ep(RAI_PASSIVE) + rdma_listen on an ephemeral port;
+//  2. trade "address port" with every rank through Bootstrap::allgather;
+//  3. the lower rank of each pair connects (rdma_create_ep resolves address
+//     and route and creates the QP; rdma_connect), the higher one accepts
+//     (rdma_get_request, rdma_create_qp, rdma_accept). All connects are
+//     started at once and all channel fds are non-blocking, so one loop over
+//     poll(2) drives every handshake: no rank ever blocks inside librdmacm
+//     waiting for a peer that is itself blocked, so setup cannot deadlock.
+//     The connecting rank's number travels as CM private data.
+//
+// librdmacm ids made by rdma_create_ep / rdma_get_request are "synchronous":
+// each has a private event channel and the library's calls wait on it. Making
+// those fds O_NONBLOCK turns the waits inside rdma_connect/rdma_accept into
+// EAGAIN, and the events are then read here with rdma_get_cm_event. Every
+// event read is acked (rdma_ack_cm_event), or rdma_destroy_id would wait
+// forever for it.
+//
+// Knobs (environment):
+//  COLL_RDMA_ADDR=a[,b...]   IP address(es) of RDMA devices to use; rank r
+//                            takes entry r % count. E.g. in the Soft-RoCE VM
+//                            "192.0.2.1,192.0.2.2": even ranks on rxe0, odd on
+//                            rxe1.
+//  COLL_RDMA_DEVICE=d[,e...] device name(s) (ibv_devices); rank r takes entry
+//                            r % count and the first IPv4 address of it.
+//  (neither)                 the first RDMA-capable IPv4 address: the first
+//                            interface (getifaddrs order, loopback skipped)
+//                            whose address rdma_bind_addr accepts. Every rank
+//                            on a host then shares one device: spreading ranks
+//                            over several HCAs is a topology choice (NUMA,
+//                            rails) for the launcher or the knobs above.
+//  COLL_RDMA_SAFE_ORDERING=1 every write is signaled, and an 8-byte write (a
+//                            flag or credit) is posted only after all earlier
+//                            writes to that peer have completed. For devices
+//                            or fabrics that do not place RC writes in order.
+//  COLL_RDMA_SQ_DEPTH=n      send queue depth per peer (default 256).
+//
+// Ordering (the contract's promise): on one RC QP, RDMA writes are placed in
+// the responder's memory in the order they were posted (InfiniBand spec, RC
+// ordering rules; RoCE and rxe keep them), so a flag written after its data
+// on the same QP is placed after that data. COLL_RDMA_SAFE_ORDERING=1 gives
+// the stronger, slower guarantee above.
+//
+// Not thread-safe: one thread drives a communicator's transport.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "error.hpp"
+#include "regcache.hpp"  // describe_memlock_limit
+#include "transport/transport.hpp"
+
+namespace coll {
+namespace {
+
+// ---------------------------------------------------------------- RAII owners
+
+struct AddrInfoDeleter {
+  void operator()(rdma_addrinfo* info) const { rdma_freeaddrinfo(info); }
+};
+using AddrInfoPtr = std::unique_ptr<rdma_addrinfo, AddrInfoDeleter>;
+
+// rdma_destroy_ep destroys the id's QP (rdma_destroy_qp) and then the id.
+struct EndpointDeleter {
+  void operator()(rdma_cm_id* id) const { rdma_destroy_ep(id); }
+};
+using EndpointPtr = std::unique_ptr<rdma_cm_id, EndpointDeleter>;
+
+// A bare id (no QP), for probing addresses.
+struct CmIdDeleter {
+  void operator()(rdma_cm_id* id) const { rdma_destroy_id(id); }
+};
+using CmIdPtr = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
+
+struct CmEventDeleter {
+  void operator()(rdma_cm_event* event) const { rdma_ack_cm_event(event); }
+};
+using CmEventPtr = std::unique_ptr<rdma_cm_event, CmEventDeleter>;
+
+struct PdDeleter {
+  void operator()(ibv_pd* pd) const { ibv_dealloc_pd(pd); }
+};
+using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
+
+struct CqDeleter {
+  void operator()(ibv_cq* cq) const { ibv_destroy_cq(cq); }
+};
+using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
+
+struct MrDeleter {
+  void operator()(ibv_mr* mr) const { rdma_dereg_mr(mr); }
+};
+using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
+
+// Anonymous memory: page aligned and zeroed, as windows need.
+class MappedMemory {
+ public:
+  MappedMemory() = default;
+  explicit MappedMemory(size_t bytes) : bytes_(bytes) {
+    if (bytes == 0) return;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      fail_errno(COLL_ERR_NO_RESOURCES, errno, "RDMA transport: mmap of a %zu-byte window failed",
+                 bytes);
+    }
+    base_ = p;
+  }
+  MappedMemory(MappedMemory&& other) noexcept
+      : base_(std::exchange(other.base_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  MappedMemory& operator=(MappedMemory&& other) noexcept {
+    std::swap(base_, other.base_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~MappedMemory() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+  }
+  void* base() const { return base_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// What reg_write hands out: the contract's view plus the verbs MR behind it.
+struct RdmaMemoryRegion : MemoryRegion {
+  MrPtr mr;
+};
+
+// ---------------------------------------------------------------- knobs
+
+std::vector<std::string> split_list(const char* text) {
+  std::vector<std::string> items;
+  if (text == nullptr) return items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+bool env_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+}
+
+uint32_t env_uint(const char* name, uint32_t fallback, uint32_t min, uint32_t max) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || value[0] == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long parsed = std::strtoul(value, &end, 10);
+  if (*end != '\0' || parsed < min || parsed > max) {
+    fail(COLL_ERR_INVALID_ARG, "%s=%s: expected a number from %u to %u", name, value, min, max);
+  }
+  return static_cast<uint32_t>(parsed);
+}
+
+// ---------------------------------------------------------------- addresses
+
+struct LocalAddress {
+  std::string ip;
+  std::string device;  // ibv device name
+};
+
+// IPv4 addresses that an RDMA device serves: rdma_bind_addr succeeds only for
+// an address whose netdev has an RDMA device (RoCE, iWARP, IPoIB).
+std::vector<LocalAddress> rdma_capable_ipv4_addresses() {
+  std::vector<LocalAddress> found;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return found;
+  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> owner(list, freeifaddrs);
+  for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+    if ((entry->ifa_flags & IFF_UP) == 0 || (entry->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(nullptr, &raw, nullptr, RDMA_PS_TCP) != 0) break;  // no RDMA at all
+    CmIdPtr probe(raw);
+    if (rdma_bind_addr(probe.get(), entry->ifa_addr) != 0 || probe->verbs == nullptr) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr, text,
+              sizeof text);
+    found.push_back({text, ibv_get_device_name(probe->verbs->device)});
+  }
+  return found;
+}
+
+std::string describe(const std::vector<LocalAddress>& addresses) {
+  if (addresses.empty()) return "none";
+  std::string text;
+  for (const LocalAddress& a : addresses) {
+    if (!text.empty()) text += ", ";
+    text += a.ip + " (" + a.device + ")";
+  }
+  return text;
+}
+
+std::string choose_local_address(int rank) {
+  std::vector<std::string> addresses = split_list(std::getenv("COLL_RDMA_ADDR"));
+  if (!addresses.empty()) return addresses[static_cast<size_t>(rank) % addresses.size()];
+
+  std::vector<LocalAddress> capable = rdma_capable_ipv4_addresses();
+  std::vector<std::string> devices = split_list(std::getenv("COLL_RDMA_DEVICE"));
+  if (!devices.empty()) {
+    const std::string& wanted = devices[static_cast<size_t>(rank) % devices.size()];
+    for (const LocalAddress& a : capable) {
+      if (a.device == wanted) return a.ip;
+    }
+    fail(COLL_ERR_TRANSPORT,
+         "RDMA transport: COLL_RDMA_DEVICE names %s, which has no usable IPv4 address "
+         "(RDMA-capable addresses: %s)",
+         wanted.c_str(), describe(capable).c_str());
+  }
+  if (capable.empty()) {
+    fail(COLL_ERR_TRANSPORT,
+         "RDMA transport: no RDMA-capable IPv4 address on this host (is an RDMA device "
+         "present and its interface up with an address? `ibv_devices`, `rdma link`); set "
+         "COLL_RDMA_ADDR to choose one, or use another transport (COLL_TRANSPORT)");
+  }
+  return capable.front().ip;
+}
+
+// ---------------------------------------------------------------- helpers
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_left(Clock::time_point deadline) {
+  return std::chrono::duration<double>(deadline - Clock::now()).count();
+}
+
+void set_nonblocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    fail_errno(COLL_ERR_TRANSPORT, errno,
+               "RDMA transport: cannot make an rdma_cm channel non-blocking");
+  }
+}
+
+// A failure that may be the locked-memory limit gets the hint.
+[[noreturn]] void fail_verbs(int err, const std::string& what) {
+  if (err == ENOMEM) {
+    fail(COLL_ERR_NO_RESOURCES, "RDMA transport: %s failed: %s; %s", what.c_str(),
+         std::strerror(err), describe_memlock_limit().c_str());
+  }
+  fail(COLL_ERR_TRANSPORT, "RDMA transport: %s failed: %s", what.c_str(), std::strerror(err));
+}
+
+// The connecting rank introduces itself in the CM private data.
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t size;
+  uint32_t reserved;
+};
+constexpr uint32_t kHelloMagic = 0x636f6c31;  // "col1"
+constexpr const char* kBlobTag = "coll-rdma-1";
+constexpr uint32_t kRequestedInline = 64;
+
+// ---------------------------------------------------------------- transport
+
+class RdmaTransport final : public Transport {
+ public:
+  RdmaTransport(Bootstrap& boot, const TransportOptions& opts);
+  ~RdmaTransport() override;
+
+  const char* name() const override { return "rdma"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void* window_base() const override { return window_.base(); }
+
+  MemoryRegion* reg_write(void* addr, size_t length) override;
+  int dereg(MemoryRegion* mr) override;
+  int post_write(int peer, uint64_t context, const void* local_addr, size_t length,
+                 MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) override;
+  int poll(Completion* out, int max) override;
+  bool needs_local_registration() const override { return true; }
+  void check_peer(int peer) override;
+
+ private:
+  enum class State { kNone, kConnecting, kAccepting, kEstablished };
+
+  // A signaled work request, in posting order on its QP.
+  struct SignaledWrite {
+    uint64_t sequence;  // its number among all WRs posted to the peer
+    bool for_user;      // the caller asked for its completion
+  };
+
+  struct Peer {
+    EndpointPtr id;
+    State state = State::kNone;
+    // Work-request accounting. On an RC send queue, completions arrive in
+    // posting order, and an unsignaled WR's slot is freed only when a later
+    // signaled WR completes: `completed` is the sequence number of the last
+    // signaled WR seen completing, so posted - completed WRs hold SQ slots.
+    uint64_t posted = 0;
+    uint64_t completed = 0;
+    uint64_t last_signaled = 0;
+    std::deque<SignaledWrite> signaled;
+    bool lost = false;
+    std::string lost_reason;
+  };
+
+  // Setup.
+  void listen_on(const std::string& ip);
+  void create_verbs_resources();
+  ibv_qp_init_attr qp_attributes() const;
+  void note_qp(int peer, const ibv_qp_init_attr& created);
+  void start_connect(int peer, const std::string& ip, const std::string& port);
+  void accept_pending_requests();
+  void handle_handshake_event(int peer);
+  void connect_all(const std::vector<std::string>& blobs, Clock::time_point deadline);
+
+  // Data path.
+  void drain_completions();
+  bool wait_until_completed(Peer& peer, uint64_t sequence, const char* why);
+  int write_to_self(uint64_t context, const void* local_addr, size_t length, int flags,
+                    uint64_t remote_addr, uint32_t rkey);
+  void poll_connection_events(int peer);
+  void mark_failed(int status, int peer, std::string message);
+
+  int rank_;
+  int size_;
+  double timeout_s_;
+  bool safe_ordering_;
+  uint32_t sq_depth_;
+  uint32_t signal_interval_;
+  uint32_t max_inline_ = kRequestedInline;  // lowered to what the QPs grant
+  std::string local_ip_;
+
+  // Destroyed in reverse order, after the destructor body has deregistered
+  // every MR and disconnected every peer: QPs (peers_) before the CQ they
+  // post to and the PD they belong to; the window memory last.
+  MappedMemory window_;
+  EndpointPtr listen_id_;
+  PdPtr pd_;
+  CqPtr cq_;
+  std::vector<Peer> peers_;
+  std::unordered_map<uint32_t, int> peer_of_qp_;
+  std::unordered_map<const MemoryRegion*, std::unique_ptr<RdmaMemoryRegion>> regions_;
+
+  std::deque<Completion> ready_;  // completions read from the CQ, not yet handed out
+  bool failed_ = false;
+  int failure_status_ = 0;
+  int failure_peer_ = -1;
+  std::string failure_message_;
+};
+
+RdmaTransport::RdmaTransport(Bootstrap& boot, const TransportOptions& opts)
+    : rank_(boot.rank()),
+      size_(boot.size()),
+      timeout_s_(opts.timeout_s),
+      safe_ordering_(env_flag("COLL_RDMA_SAFE_ORDERING")),
+      sq_depth_(env_uint("COLL_RDMA_SQ_DEPTH", 256, 4, 32768)),
+      signal_interval_(sq_depth_ / 2),
+      window_(opts.window_bytes),
+      peers_(static_cast<size_t>(boot.size())) {
+  Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(opts.timeout_s));
+  local_ip_ = choose_local_address(rank_);
+  listen_on(local_ip_);
+  create_verbs_resources();
+
+  std::string port = std::to_string(ntohs(rdma_get_src_port(listen_id_.get())));
+  std::vector<std::string> blobs =
+      boot.allgather(std::string(kBlobTag) + " " + local_ip_ + " " + port, opts.timeout_s);
+  connect_all(blobs, deadline);
+  // Nobody leaves setup before every pair is connected: a rank whose setup
+  // failed is noticed here, not in the first collective.
+  boot.barrier(std::max(1.0, seconds_left(deadline)));
+}
+
+RdmaTransport::~RdmaTransport() {
+  // rdma_dereg_mr(3): deregister all memory registered on the id's PD before
+  // the ids and the PD are destroyed.
+  regions_.clear();
+  for (Peer& peer : peers_) {
+    // With the channel non-blocking, rdma_disconnect does not wait for the
+    // DISCONNECTED event (EAGAIN instead): teardown cannot hang on a peer.
+    if (peer.id && peer.state == State::kEstablished) rdma_disconnect(peer.id.get());
+  }
+  peers_.clear();  // QPs and ids
+  cq_.reset();
+  listen_id_.reset();
+  pd_.reset();
+  // window_ goes with the members.
+}
+
+void RdmaTransport::listen_on(const std::string& ip) {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_qp_type = IBV_QPT_RC;
+  rdma_addrinfo* raw_info = nullptr;
+  if (rdma_getaddrinfo(ip.c_str(), "0", &hints, &raw_info) != 0) {
+    fail_errno(COLL_ERR_TRANSPORT, errno,
+               "RDMA transport: rdma_getaddrinfo(%s) failed (COLL_RDMA_ADDR?)", ip.c_str());
+  }
+  AddrInfoPtr info(raw_info);
+  rdma_cm_id* raw_id = nullptr;
+  if (rdma_create_ep(&raw_id, info.get(), nullptr, nullptr) != 0) {
+    fail_errno(COLL_ERR_TRANSPORT, errno,
+               "RDMA transport: cannot bind to %s (rdma_create_ep): is it the address of an "
+               "RDMA device? (`rdma link`, COLL_RDMA_ADDR)",
+               ip.c_str());
+  }
+  listen_id_.reset(raw_id);
+  if (listen_id_->verbs == nullptr) {
+    fail(COLL_ERR_TRANSPORT, "RDMA transport: %s is not served by an RDMA device", ip.c_str());
+  }
+  if (rdma_listen(listen_id_.get(), std::max(size_, 8)) != 0) {
+    fail_errno(COLL_ERR_TRANSPORT, errno, "RDMA transport: rdma_listen on %s failed", ip.c_str());
+  }
+  set_nonblocking(listen_id_->channel->fd);
+
+  // Publish the address as bound (numeric, whatever COLL_RDMA_ADDR said).
+  sockaddr* bound = rdma_get_local_addr(listen_id_.get());
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* raw_address =
+      (bound->sa_family == AF_INET6)
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(bound)->sin6_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(bound)->sin_addr);
+  if (inet_ntop(bound->sa_family, raw_address, text, sizeof text) == nullptr) {
+    fail(COLL_ERR_TRANSPORT, "RDMA transport: %s is not an IP address", ip.c_str());
+  }
+  local_ip_ = text;
+}
+
+void RdmaTransport::create_verbs_resources() {
+  ibv_context* verbs = listen_id_->verbs;
+  // One PD for every QP and MR of this transport: then one registration
+  // (one rkey) serves every peer.
+  pd_.reset(ibv_alloc_pd(verbs));
+  if (!pd_) fail_verbs(errno, "ibv_alloc_pd");
+
+  ibv_device_attr device{};
+  if (ibv_query_device(verbs, &device) != 0) fail_verbs(errno, "ibv_query_device");
+  size_t peers = static_cast<size_t>(std::max(size_ - 1, 1));
+  // One CQ for all send queues. It must hold every completion that can be
+  // outstanding: a flushed QP reports all of its sq_depth WRs.
+  if (device.max_cqe > 0 && peers * sq_depth_ + 16 > static_cast<size_t>(device.max_cqe)) {
+    sq_depth_ = static_cast<uint32_t>(
+        std::max<size_t>(4, (static_cast<size_t>(device.max_cqe) - 16) / peers));
+    signal_interval_ = sq_depth_ / 2;
+  }
+  if (device.max_qp_wr > 0 && sq_depth_ > static_cast<uint32_t>(device.max_qp_wr)) {
+    sq_depth_ = static_cast<uint32_t>(device.max_qp_wr);
+    signal_interval_ = std::max<uint32_t>(1, sq_depth_ / 2);
+  }
+  int cqe = static_cast<int>(peers * sq_depth_ + 16);
+  cq_.reset(ibv_create_cq(verbs, cqe, nullptr, nullptr, 0));
+  if (!cq_) fail_verbs(errno, strfmt("ibv_create_cq(%d entries)", cqe));
+}
+
+ibv_qp_init_attr RdmaTransport::qp_attributes() const {
+  ibv_qp_init_attr attr{};
+  attr.send_cq = cq_.get();
+  attr.recv_cq = cq_.get();  // nothing is ever received: writes only
+  attr.qp_type = IBV_QPT_RC;
+  attr.sq_sig_all = 0;
+  attr.cap.max_send_wr = sq_depth_;
+  attr.cap.max_recv_wr = 1;
+  attr.cap.max_send_sge = 1;
+  attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = kRequestedInline;  // flags and credits (8 bytes) go inline
+  return attr;
+}
+
+void RdmaTransport::note_qp(int peer, const ibv_qp_init_attr& created) {
+  // The provider reports what it granted; keep the smallest over all QPs.
+  max_inline_ = std::min(max_inline_, created.cap.max_inline_data);
+  peer_of_qp_[peers_[static_cast<size_t>(peer)].id->qp->qp_num] = peer;
+}
+
+void RdmaTransport::start_connect(int peer, const std::string& ip, const std::string& port) {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_NUMERICHOST;
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_qp_type = IBV_QPT_RC;
+  // Leave from this rank's own device: the listening address, any port.
+  sockaddr_storage source{};
+  sockaddr* bound = rdma_get_local_addr(listen_id_.get());
+  socklen_t source_len =
+      (bound->sa_family == AF_INET6) ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  std::memcpy(&source, bound, source_len);
+  if (source.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&source)->sin6_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in*>(&source)->sin_port = 0;
+  }
+  hints.ai_family = source.ss_family;
+  hints.ai_src_addr = reinterpret_cast<sockaddr*>(&source);
+  hints.ai_src_len = source_len;
+  rdma_addrinfo* raw_info = nullptr;
+  if (rdma_getaddrinfo(ip.c_str(), port.c_str(), &hints, &raw_info) != 0) {
+    fail(COLL_ERR_TRANSPORT,
+         "RDMA transport: rank %d published address %s port %s, which "
+         "rdma_getaddrinfo does not accept",
+         peer, ip.c_str(), port.c_str());
+  }
+  AddrInfoPtr info(raw_info);
+  // Resolves address and route (each bounded by librdmacm at 2 s) and
+  // creates the QP on our PD and CQ.
+  ibv_qp_init_attr attr = qp_attributes();
+  rdma_cm_id* raw_id = nullptr;
+  if (rdma_create_ep(&raw_id, info.get(), pd_.get(), &attr) != 0) {
+    int err = errno;
+    if (err == ENOMEM) fail_verbs(err, strfmt("creating the queue pair to rank %d", peer));
+    fail_errno(COLL_ERR_TRANSPORT, err,
+               "RDMA transport: rank %d cannot reach rank %d at %s:%s from %s (rdma_create_ep)",
+               rank_, peer, ip.c_str(), port.c_str(), local_ip_.c_str());
+  }
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  p.id.reset(raw_id);
+  note_qp(peer, attr);
+  set_nonblocking(p.id->channel->fd);
+
+  Hello hello{kHelloMagic, rank_, size_, 0};
+  rdma_conn_param param{};
+  param.private_data = &hello;
+  param.private_data_len = sizeof hello;
+  param.responder_resources = 0;  // writes only: no RDMA reads or atomics
+  param.initiator_depth = 0;
+  param.retry_count = 7;
+  param.rnr_retry_count = 7;
+  if (rdma_connect(p.id.get(), &param) == 0) {
+    p.state = State::kEstablished;  // the event was already there
+  } else if (errno == EAGAIN) {
+    p.state = State::kConnecting;
+  } else {
+    fail_errno(COLL_ERR_TRANSPORT, errno,
+               "RDMA transport: rdma_connect from rank %d to rank %d failed", rank_, peer);
+  }
+}
+
+void RdmaTransport::accept_pending_requests() {
+  for (;;) {
+    rdma_cm_id* raw_id = nullptr;
+    if (rdma_get_request(listen_id_.get(), &raw_id) != 0) {
+      if (errno == EAGAIN) return;
+      fail_errno(COLL_ERR_TRANSPORT, errno, "RDMA transport: rank %d: rdma_get_request failed",
+                 rank_);
+    }
+    EndpointPtr id(raw_id);  // owns the request until accepted
+    Hello hello{};
+    const rdma_conn_param& conn = id->event->param.conn;
+    if (conn.private_data != nullptr && conn.private_data_len >= sizeof hello) {
+      std::memcpy(&hello, conn.private_data, sizeof hello);
+    }
+    int from = hello.rank;
+    if (hello.magic != kHelloMagic || hello.size != size_ || from < 0 || from >= rank_ ||
+        peers_[static_cast<size_t>(from)].state != State::kNone) {
+      // Not a rank of this job that should connect to us: refuse it.
+      rdma_reject(id.get(), nullptr, 0);
+      continue;
+    }
+    set_nonblocking(id->channel->fd);
+    ibv_qp_init_attr attr = qp_attributes();
+    if (rdma_create_qp(id.get(), pd_.get(), &attr) != 0) {
+      fail_verbs(errno, strfmt("creating the queue pair for rank %d", from));
+    }
+    Peer& p = peers_[static_cast<size_t>(from)];
+    p.id = std::move(id);
+    note_qp(from, attr);
+    rdma_conn_param param{};
+    param.responder_resources = 0;
+    param.initiator_depth = 0;
+    param.retry_count = 7;
+    param.rnr_retry_count = 7;
+    if (rdma_accept(p.id.get(), &param) == 0) {
+      p.state = State::kEstablished;
+    } else if (errno == EAGAIN) {
+      p.state = State::kAccepting;
+    } else {
+      fail_errno(COLL_ERR_TRANSPORT, errno,
+                 "RDMA transport: rank %d: rdma_accept of rank %d failed", rank_, from);
+    }
+  }
+}
+
+void RdmaTransport::handle_handshake_event(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  rdma_cm_event* raw_event = nullptr;
+  if (rdma_get_cm_event(p.id->channel, &raw_event) != 0) {
+    if (errno == EAGAIN) return;
+    fail_errno(COLL_ERR_TRANSPORT, errno, "RDMA transport: rdma_get_cm_event failed");
+  }
+  CmEventPtr event(raw_event);
+  if (event->event == RDMA_CM_EVENT_ESTABLISHED) {
+    p.state = State::kEstablished;
+    return;
+  }
+  fail(COLL_ERR_TRANSPORT,
+       "RDMA transport: connection between rank %d and rank %d failed: %s (status %d)", rank_, peer,
+       rdma_event_str(event->event), event->status);
+}
+
+void RdmaTransport::connect_all(const std::vector<std::string>& blobs, Clock::time_point deadline) {
+  if (blobs.size() != static_cast<size_t>(size_)) {
+    fail(COLL_ERR_INTERNAL, "RDMA transport: bootstrap returned %zu addresses for %d ranks",
+         blobs.size(), size_);
+  }
+  for (int peer = rank_ + 1; peer < size_; ++peer) {
+    std::istringstream fields(blobs[static_cast<size_t>(peer)]);
+    std::string tag, ip, port;
+    fields >> tag >> ip >> port;
+    if (tag != kBlobTag || ip.empty() || port.empty()) {
+      fail(COLL_ERR_INTERNAL, "RDMA transport: rank %d published '%s', not an RDMA address", peer,
+           blobs[static_cast<size_t>(peer)].c_str());
+    }
+    start_connect(peer, ip, port);
+  }
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<int> fd_peer;
+    std::string waiting;
+    bool accepts_missing = false;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      const Peer& p = peers_[static_cast<size_t>(peer)];
+      if (p.state == State::kEstablished) continue;
+      waiting += (waiting.empty() ? "" : ", ") + std::to_string(peer);
+      if (p.state == State::kNone) {
+        accepts_missing = true;  // a lower rank that has not asked yet
+        continue;
+      }
+      fds.push_back({p.id->channel->fd, POLLIN, 0});
+      fd_peer.push_back(peer);
+    }
+    if (waiting.empty()) return;
+    double left = seconds_left(deadline);
+    if (left <= 0) {
+      fail(COLL_ERR_TIMEOUT,
+           "RDMA transport: rank %d (%s) still not connected to rank(s) %s after %.0f s "
+           "(COLL_TIMEOUT)",
+           rank_, local_ip_.c_str(), waiting.c_str(), timeout_s_);
+    }
+    if (accepts_missing) fds.push_back({listen_id_->channel->fd, POLLIN, 0});
+    int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::min(left * 1000 + 1, 1000.0)));
+    if (ready < 0 && errno != EINTR) {
+      fail_errno(COLL_ERR_TRANSPORT, errno, "RDMA transport: poll during connection setup");
+    }
+    for (size_t i = 0; i < fd_peer.size(); ++i) {
+      if (fds[i].revents != 0) handle_handshake_event(fd_peer[i]);
+    }
+    if (accepts_missing) accept_pending_requests();
+  }
+}
+
+MemoryRegion* RdmaTransport::reg_write(void* addr, size_t length) {
+  if (length == 0) fail(COLL_ERR_INVALID_ARG, "RDMA transport: registration of 0 bytes");
+  // rdma_reg_write(3) is ibv_reg_mr(id->pd, addr, length,
+  // IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) (rdma/rdma_verbs.h).
+  // Registered on the PD shared by every QP, with exactly that access, so the
+  // one MR serves all peers.
+  ibv_mr* mr =
+      ibv_reg_mr(pd_.get(), addr, length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (mr == nullptr) {
+    int err = errno;
+    if (err == ENOMEM) {
+      fail(COLL_ERR_NO_RESOURCES,
+           "RDMA transport: rdma_reg_write of %zu bytes at %p failed: %s; %s", length, addr,
+           std::strerror(err), describe_memlock_limit().c_str());
+    }
+    fail_errno(COLL_ERR_TRANSPORT, err, "RDMA transport: rdma_reg_write of %zu bytes at %p failed",
+               length, addr);
+  }
+  auto region = std::make_unique<RdmaMemoryRegion>();
+  region->mr.reset(mr);
+  region->addr = addr;
+  region->length = length;
+  region->lkey = mr->lkey;
+  region->rkey = mr->rkey;
+  MemoryRegion* handle = region.get();
+  regions_.emplace(handle, std::move(region));
+  return handle;
+}
+
+int RdmaTransport::dereg(MemoryRegion* mr) {
+  auto it = regions_.find(mr);
+  if (it == regions_.end()) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (rdma_dereg_mr(it->second->mr.get()) != 0) return -1;  // errno set; stays registered
+  (void)it->second->mr.release();
+  regions_.erase(it);
+  return 0;
+}
+
+int RdmaTransport::post_write(int peer, uint64_t context, const void* local_addr, size_t length,
+                              MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) {
+  if (peer < 0 || peer >= size_) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (failed_) {
+    errno = (failure_status_ == COLL_ERR_PEER_LOST) ? ENOTCONN : EIO;
+    return -1;
+  }
+  int send_flags = 0;
+  if (mr == nullptr) {
+    // No local registration: only inline data may go, copied at post time.
+    if (length > max_inline_) {
+      errno = EINVAL;
+      return -1;
+    }
+    send_flags |= IBV_SEND_INLINE;
+  }
+  if (peer == rank_) {
+    return write_to_self(context, local_addr, length, flags, remote_addr, rkey);
+  }
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.lost) {
+    errno = ENOTCONN;
+    return -1;
+  }
+  // COLL_RDMA_SAFE_ORDERING: a flag waits until the data before it has landed
+  // (every write is signaled in that mode, so `completed` is exact).
+  if (safe_ordering_ && length == 8 && p.completed < p.posted &&
+      !wait_until_completed(p, p.posted, "a flag waiting for earlier writes")) {
+    return -1;
+  }
+  // A full send queue: wait (bounded) for a signaled WR to free slots.
+  if (p.posted - p.completed >= sq_depth_ &&
+      !wait_until_completed(p, p.posted - sq_depth_ + 1, "a full send queue")) {
+    return -1;
+  }
+  bool for_user = (flags & kWriteSignaled) != 0;
+  // Unsignaled WRs free their slots only when a later signaled one completes:
+  // signal every signal_interval_-th write ourselves, and swallow its
+  // completion in poll() unless the caller asked for it.
+  bool signal = for_user || safe_ordering_ || p.posted + 1 - p.last_signaled >= signal_interval_;
+  if (signal) send_flags |= IBV_SEND_SIGNALED;
+  auto* verbs_mr = (mr != nullptr) ? static_cast<RdmaMemoryRegion*>(mr)->mr.get() : nullptr;
+  if (rdma_post_write(p.id.get(), reinterpret_cast<void*>(static_cast<uintptr_t>(context)),
+                      const_cast<void*>(local_addr), length, verbs_mr, send_flags, remote_addr,
+                      rkey) != 0) {
+    return -1;  // errno from ibv_post_send
+  }
+  ++p.posted;
+  if (signal) {
+    p.signaled.push_back({p.posted, for_user});
+    p.last_signaled = p.posted;
+  }
+  return 0;
+}
+
+// A rank writing into its own window (a schedule may address every rank,
+// itself included): a copy, checked against this rank's registrations as the
+// HCA would check an rkey.
+int RdmaTransport::write_to_self(uint64_t context, const void* local_addr, size_t length, int flags,
+                                 uint64_t remote_addr, uint32_t rkey) {
+  const RdmaMemoryRegion* target = nullptr;
+  for (const auto& [handle, region] : regions_) {
+    auto begin = reinterpret_cast<uint64_t>(region->addr);
+    if (region->rkey == rkey && remote_addr >= begin &&
+        remote_addr + length <= begin + region->length) {
+      target = region.get();
+      break;
+    }
+  }
+  if (target == nullptr) {
+    mark_failed(COLL_ERR_TRANSPORT, rank_,
+                strfmt("RDMA write from rank %d to itself failed: no registered region with rkey "
+                       "0x%x covers %zu bytes at 0x%llx (remote access error)",
+                       rank_, rkey, length, static_cast<unsigned long long>(remote_addr)));
+    ready_.push_back({context, rank_, COLL_ERR_TRANSPORT});
+    return 0;  // posted; the completion reports the error, as on the wire
+  }
+  std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(remote_addr)), local_addr, length);
+  if (flags & kWriteSignaled) ready_.push_back({context, rank_, 0});
+  return 0;
+}
+
+void RdmaTransport::drain_completions() {
+  ibv_wc completions[32];
+  for (;;) {
+    // rdma_get_send_comp would not check wc.status: poll the CQ directly.
+    int n = ibv_poll_cq(cq_.get(), 32, completions);
+    if (n < 0) {
+      mark_failed(COLL_ERR_TRANSPORT, -1,
+                  strfmt("RDMA transport: ibv_poll_cq failed on rank %d (%d)", rank_, n));
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& wc = completions[i];
+      auto it = peer_of_qp_.find(wc.qp_num);
+      int peer = (it == peer_of_qp_.end()) ? -1 : it->second;
+      if (wc.status != IBV_WC_SUCCESS) {
+        // Flushed WRs (unsignaled ones too) of a QP in error also come here.
+        // The first error names the cause; the transport is failed for good.
+        mark_failed(COLL_ERR_TRANSPORT, peer,
+                    strfmt("RDMA write from rank %d to rank %d failed: %s (wc status %d, "
+                           "vendor error 0x%x)",
+                           rank_, peer, ibv_wc_status_str(wc.status), static_cast<int>(wc.status),
+                           wc.vendor_err));
+        ready_.push_back({wc.wr_id, peer, COLL_ERR_TRANSPORT});
+        continue;
+      }
+      if (peer < 0) continue;
+      Peer& p = peers_[static_cast<size_t>(peer)];
+      if (p.signaled.empty()) continue;  // cannot happen: completions are only for signaled WRs
+      SignaledWrite done = p.signaled.front();
+      p.signaled.pop_front();
+      p.completed = done.sequence;  // RC: everything posted before it is done too
+      if (done.for_user) ready_.push_back({wc.wr_id, peer, 0});
+    }
+    if (n < 32) return;
+  }
+}
+
+bool RdmaTransport::wait_until_completed(Peer& peer, uint64_t sequence, const char* why) {
+  Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(timeout_s_));
+  // Only signaled WRs report completion: make sure one covers `sequence`.
+  // (Cannot happen to be missing for a full queue, whose oldest half always
+  // holds a signaled WR, nor in safe-ordering mode, where all are signaled.)
+  if (peer.last_signaled < sequence) {
+    errno = EAGAIN;
+    return false;
+  }
+  while (peer.completed < sequence) {
+    drain_completions();
+    if (failed_) {
+      errno = (failure_status_ == COLL_ERR_PEER_LOST) ? ENOTCONN : EIO;
+      return false;
+    }
+    if (Clock::now() > deadline) {
+      mark_failed(COLL_ERR_TIMEOUT, -1,
+                  strfmt("RDMA transport: rank %d waited %.0f s for %s (COLL_TIMEOUT)", rank_,
+                         timeout_s_, why));
+      errno = ETIMEDOUT;
+      return false;
+    }
+  }
+  return true;
+}
+
+int RdmaTransport::poll(Completion* out, int max) {
+  if (ready_.empty()) drain_completions();
+  int n = 0;
+  while (n < max && !ready_.empty()) {
+    out[n++] = ready_.front();
+    ready_.pop_front();
+  }
+  // Sticky: once failed, every poll reports it.
+  if (n == 0 && max > 0 && failed_) {
+    out[0] = Completion{0, failure_peer_, failure_status_};
+    n = 1;
+  }
+  return n;
+}
+
+void RdmaTransport::poll_connection_events(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.id) return;
+  for (;;) {
+    rdma_cm_event* raw_event = nullptr;
+    if (rdma_get_cm_event(p.id->channel, &raw_event) != 0) return;  // EAGAIN: nothing new
+    CmEventPtr event(raw_event);
+    switch (event->event) {
+      case RDMA_CM_EVENT_DISCONNECTED:
+      case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+        p.lost = true;
+        p.lost_reason = rdma_event_str(event->event);
+        break;
+      default:
+        break;  // ADDR_CHANGE and the like: nothing to do
+    }
+  }
+}
+
+void RdmaTransport::check_peer(int peer) {
+  if (peer >= 0 && peer < size_ && peer != rank_) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (!p.lost) poll_connection_events(peer);
+    if (p.lost && !failed_) {
+      mark_failed(COLL_ERR_PEER_LOST, peer,
+                  strfmt("rank %d lost its RDMA connection to rank %d (%s): the peer exited or "
+                         "closed its communicator",
+                         rank_, peer, p.lost_reason.c_str()));
+    }
+  }
+  if (failed_) throw Error(failure_status_, failure_message_);
+}
+
+void RdmaTransport::mark_failed(int status, int peer, std::string message) {
+  if (failed_) return;  // the first failure is the cause; keep it
+  failed_ = true;
+  failure_status_ = status;
+  failure_peer_ = peer;
+  failure_message_ = std::move(message);
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_rdma_transport(Bootstrap& boot, const TransportOptions& opts) {
+  return std::make_unique<RdmaTransport>(boot, opts);
+}
+
+}  // namespace coll

@@ -1,0 +1,573 @@
+// The RDMA transport on real verbs: ranks are forked processes (2-4) that
+// trade setup data through FileBootstrap. Needs an RDMA device (Soft-RoCE in
+// the VM of run-rdma-suite.sh); without one every test is skipped, unless
+// COLL_RDMA_TEST_REQUIRE=1, which makes that a failure.
+//
+// Children report through their exit status and stderr: gtest assertions
+// live in the parent only.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "error.hpp"
+#include "file_bootstrap.hpp"
+#include "transport/transport.hpp"
+
+namespace coll {
+namespace {
+
+using test::FileBootstrap;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kSetupTimeout = 60;  // seconds; TCG emulation is slow
+constexpr double kWaitTimeout = 60;
+
+int g_rank = -1;
+
+#define CHILD_CHECK(cond, ...)                                                               \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, \
+                   #cond);                                                                   \
+      std::fprintf(stderr, __VA_ARGS__);                                                     \
+      std::fputc('\n', stderr);                                                              \
+      return 1;                                                                              \
+    }                                                                                        \
+  } while (0)
+
+bool rdma_device_present() {
+  int count = 0;
+  ibv_device** list = ibv_get_device_list(&count);
+  if (list != nullptr) ibv_free_device_list(list);
+  return count > 0;
+}
+
+class RdmaTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (rdma_device_present()) return;
+    const char* require = std::getenv("COLL_RDMA_TEST_REQUIRE");
+    if (require != nullptr && std::strcmp(require, "1") == 0) {
+      FAIL() << "no RDMA device, and COLL_RDMA_TEST_REQUIRE=1";
+    }
+    GTEST_SKIP() << "no RDMA device (ibv_devices): run tests/rdma/run-rdma-suite.sh";
+  }
+};
+
+using RankBody = std::function<int(FileBootstrap& boot)>;
+
+// Forks `size` ranks running body; returns their exit statuses (-1: killed
+// after timeout, or by a signal).
+std::vector<int> run_ranks(int size, const RankBody& body, double timeout_s = 180) {
+  char pattern[] = "/tmp/coll-rdma-test.XXXXXX";
+  std::string dir = mkdtemp(pattern);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < size; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      g_rank = r;
+      int status = 1;
+      try {
+        FileBootstrap boot(dir, r, size);
+        status = body(boot);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "rank %d: coll::Error %d: %s\n", r, e.status(), e.what());
+        status = 2;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
+        status = 3;
+      }
+      std::fflush(nullptr);
+      _exit(status);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> statuses(static_cast<size_t>(size), -1);
+  std::vector<bool> done(static_cast<size_t>(size), false);
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(timeout_s));
+  int remaining = size;
+  while (remaining > 0) {
+    for (int r = 0; r < size; ++r) {
+      if (done[static_cast<size_t>(r)]) continue;
+      int status = 0;
+      if (waitpid(pids[static_cast<size_t>(r)], &status, WNOHANG) == pids[static_cast<size_t>(r)]) {
+        done[static_cast<size_t>(r)] = true;
+        --remaining;
+        statuses[static_cast<size_t>(r)] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+    }
+    if (remaining > 0 && Clock::now() > deadline) {
+      ADD_FAILURE() << "ranks still running after " << timeout_s << " s: killed";
+      for (int r = 0; r < size; ++r) {
+        if (!done[static_cast<size_t>(r)]) kill(pids[static_cast<size_t>(r)], SIGKILL);
+      }
+      for (int r = 0; r < size; ++r) {
+        if (!done[static_cast<size_t>(r)]) waitpid(pids[static_cast<size_t>(r)], nullptr, 0);
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::filesystem::remove_all(dir);
+  return statuses;
+}
+
+void expect_all_succeeded(const std::vector<int>& statuses) {
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    EXPECT_EQ(statuses[r], 0) << "rank " << r << " failed (see its stderr above)";
+  }
+}
+
+// Drives one rank's transport: keeps the completions it polls, stops at the
+// first error completion.
+class Driver {
+ public:
+  explicit Driver(Transport& transport) : transport_(transport) {}
+
+  bool progress() {
+    Completion completions[16];
+    int n = transport_.poll(completions, 16);
+    for (int i = 0; i < n; ++i) {
+      if (completions[i].status != 0) {
+        error = completions[i];
+        return false;
+      }
+      done_.push_back(completions[i].context);
+    }
+    return true;
+  }
+
+  // Waits (bounded) until a word of local memory that peers write holds
+  // `expected`.
+  bool wait_word(const uint64_t* word, uint64_t expected, int peer) {
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(kWaitTimeout));
+    uint64_t spins = 0;
+    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected) {
+      if (!progress()) return report("error completion while waiting for a flag");
+      if (++spins % 4096 == 0) {
+        transport_.check_peer(peer);
+        if (Clock::now() > deadline) {
+          std::fprintf(stderr, "rank %d: word from rank %d is %llu, expected %llu\n", g_rank, peer,
+                       static_cast<unsigned long long>(*word),
+                       static_cast<unsigned long long>(expected));
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  bool wait_completion(uint64_t context) {
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(kWaitTimeout));
+    for (;;) {
+      for (size_t i = 0; i < done_.size(); ++i) {
+        if (done_[i] == context) {
+          done_.erase(done_.begin() + static_cast<ptrdiff_t>(i));
+          return true;
+        }
+      }
+      if (!progress()) return report("error completion while waiting for a completion");
+      if (Clock::now() > deadline) {
+        std::fprintf(stderr, "rank %d: no completion for context %llu\n", g_rank,
+                     static_cast<unsigned long long>(context));
+        return false;
+      }
+    }
+  }
+
+  Completion error;
+
+ private:
+  bool report(const char* what) {
+    std::fprintf(stderr, "rank %d: %s: context %llu peer %d status %d\n", g_rank, what,
+                 static_cast<unsigned long long>(error.context), error.peer, error.status);
+    return false;
+  }
+
+  Transport& transport_;
+  std::vector<uint64_t> done_;
+};
+
+// Every rank publishes one registered region; returns all, by rank.
+std::vector<RemoteRegion> exchange_regions(Bootstrap& boot, const MemoryRegion& mine) {
+  RemoteRegion region{reinterpret_cast<uint64_t>(mine.addr), mine.length, mine.rkey};
+  std::string blob(reinterpret_cast<const char*>(&region), sizeof region);
+  std::vector<std::string> blobs = boot.allgather(blob, kSetupTimeout);
+  std::vector<RemoteRegion> all(blobs.size());
+  for (size_t r = 0; r < blobs.size(); ++r) {
+    if (blobs[r].size() == sizeof(RemoteRegion)) {
+      std::memcpy(&all[r], blobs[r].data(), sizeof(RemoteRegion));
+    }
+  }
+  return all;
+}
+
+uint8_t pattern_byte(int source, int iteration, size_t i) {
+  return static_cast<uint8_t>(source * 131 + iteration * 7 + static_cast<int>(i % 251));
+}
+
+// ---------------------------------------------------------------- data + flag
+
+struct ExchangeCase {
+  int ranks;
+  const char* knob;  // environment setting for this case, "" for none
+  const char* label;
+};
+
+class DataThenFlag : public RdmaTransportTest,
+                     public ::testing::WithParamInterface<ExchangeCase> {};
+
+// Each rank writes a 16 KiB chunk into every peer's window and, right behind
+// it on the same QP, an 8-byte inline flag. A receiver that sees the flag
+// checks the whole chunk: the ordering promise. Credits written back keep
+// a sender from overwriting a chunk not yet checked.
+int data_then_flag_rank(FileBootstrap& boot, const char* knob) {
+  if (const char* equals = std::strchr(knob, '=')) {
+    setenv(std::string(knob, equals).c_str(), equals + 1, 1);
+  }
+  constexpr size_t kChunk = 16 * 1024;
+  constexpr int kIterations = 40;
+  const int me = boot.rank();
+  const int n = boot.size();
+  const size_t flags_offset = static_cast<size_t>(n) * kChunk;
+  const size_t credits_offset = flags_offset + static_cast<size_t>(n) * 8;
+  const size_t window_bytes = credits_offset + static_cast<size_t>(n) * 8;
+
+  TransportOptions options;
+  options.window_bytes = window_bytes;
+  options.timeout_s = kSetupTimeout;
+  std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+  CHILD_CHECK(std::strcmp(transport->name(), "rdma") == 0, "name %s", transport->name());
+  CHILD_CHECK(transport->rank() == me && transport->size() == n, "rank/size");
+  CHILD_CHECK(transport->needs_local_registration(), "RDMA needs registered sources");
+  auto* window = static_cast<uint8_t*>(transport->window_base());
+  CHILD_CHECK(window != nullptr, "no window");
+  CHILD_CHECK(reinterpret_cast<uintptr_t>(window) % static_cast<uintptr_t>(getpagesize()) == 0,
+              "window %p not page aligned", static_cast<void*>(window));
+  for (size_t i = 0; i < window_bytes; ++i) CHILD_CHECK(window[i] == 0, "window not zeroed");
+
+  MemoryRegion* window_mr = transport->reg_write(window, window_bytes);
+  CHILD_CHECK(window_mr->addr == window && window_mr->length == window_bytes, "window region");
+  std::vector<uint8_t> source(kChunk);
+  MemoryRegion* source_mr = transport->reg_write(source.data(), source.size());
+  std::vector<RemoteRegion> remote = exchange_regions(boot, *window_mr);
+  auto* flags = reinterpret_cast<uint64_t*>(window + flags_offset);
+  auto* credits = reinterpret_cast<uint64_t*>(window + credits_offset);
+  Driver driver(*transport);
+
+  for (int iteration = 1; iteration <= kIterations; ++iteration) {
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me) continue;
+      CHILD_CHECK(driver.wait_word(&credits[peer], static_cast<uint64_t>(iteration - 1), peer),
+                  "credit from rank %d for iteration %d", peer, iteration - 1);
+    }
+    for (size_t i = 0; i < kChunk; ++i) source[i] = pattern_byte(me, iteration, i);
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me) continue;
+      const RemoteRegion& target = remote[static_cast<size_t>(peer)];
+      uint64_t context = static_cast<uint64_t>(iteration) * 1000 + static_cast<uint64_t>(peer);
+      CHILD_CHECK(
+          transport->post_write(peer, context, source.data(), kChunk, source_mr, kWriteSignaled,
+                                target.addr + static_cast<uint64_t>(me) * kChunk, target.rkey) == 0,
+          "data write to %d: %s", peer, std::strerror(errno));
+      uint64_t flag = static_cast<uint64_t>(iteration);  // inline: the stack copy is enough
+      CHILD_CHECK(transport->post_write(peer, 0, &flag, sizeof flag, nullptr, 0,
+                                        target.addr + flags_offset + static_cast<uint64_t>(me) * 8,
+                                        target.rkey) == 0,
+                  "flag write to %d: %s", peer, std::strerror(errno));
+    }
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me) continue;
+      CHILD_CHECK(driver.wait_word(&flags[peer], static_cast<uint64_t>(iteration), peer),
+                  "flag from rank %d, iteration %d", peer, iteration);
+      const uint8_t* chunk = window + static_cast<size_t>(peer) * kChunk;
+      for (size_t i = 0; i < kChunk; ++i) {
+        CHILD_CHECK(chunk[i] == pattern_byte(peer, iteration, i),
+                    "iteration %d: byte %zu from rank %d is %u, expected %u: data behind its flag",
+                    iteration, i, peer, chunk[i], pattern_byte(peer, iteration, i));
+      }
+      uint64_t credit = static_cast<uint64_t>(iteration);
+      CHILD_CHECK(transport->post_write(peer, 0, &credit, sizeof credit, nullptr, 0,
+                                        remote[static_cast<size_t>(peer)].addr + credits_offset +
+                                            static_cast<uint64_t>(me) * 8,
+                                        remote[static_cast<size_t>(peer)].rkey) == 0,
+                  "credit write to %d: %s", peer, std::strerror(errno));
+    }
+    // The source changes next iteration: its writes must have completed.
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me) continue;
+      CHILD_CHECK(driver.wait_completion(static_cast<uint64_t>(iteration) * 1000 +
+                                         static_cast<uint64_t>(peer)),
+                  "completion of the data write to rank %d", peer);
+    }
+  }
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    CHILD_CHECK(driver.wait_word(&credits[peer], kIterations, peer), "last credit");
+  }
+  boot.barrier(kSetupTimeout);  // nobody disconnects while others still write
+  CHILD_CHECK(transport->dereg(source_mr) == 0, "dereg source: %s", std::strerror(errno));
+  CHILD_CHECK(transport->dereg(window_mr) == 0, "dereg window: %s", std::strerror(errno));
+  CHILD_CHECK(transport->dereg(window_mr) == -1 && errno == EINVAL, "second dereg must fail");
+  return 0;
+}
+
+TEST_P(DataThenFlag, FlagIsPlacedAfterItsData) {
+  const ExchangeCase& c = GetParam();
+  expect_all_succeeded(
+      run_ranks(c.ranks, [&](FileBootstrap& boot) { return data_then_flag_rank(boot, c.knob); }));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, DataThenFlag,
+    ::testing::Values(ExchangeCase{2, "", "np2"}, ExchangeCase{3, "", "np3"},
+                      ExchangeCase{4, "", "np4"},
+                      ExchangeCase{3, "COLL_RDMA_SAFE_ORDERING=1", "np3_safe_ordering"},
+                      ExchangeCase{3, "COLL_RDMA_SQ_DEPTH=4", "np3_sq_depth_4"}),
+    [](const ::testing::TestParamInfo<ExchangeCase>& info) {
+      return std::string(info.param.label);
+    });
+
+// ---------------------------------------------------------------- a long burst
+
+// Far more unsignaled writes than the send queue holds: the transport must
+// signal some itself and wait for room. All go to one word; in-order
+// placement leaves the last value there.
+TEST_F(RdmaTransportTest, BurstLongerThanTheSendQueueLandsInOrder) {
+  expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
+    constexpr uint64_t kWrites = 2000;
+    TransportOptions options;
+    options.window_bytes = 4096;
+    options.timeout_s = kSetupTimeout;
+    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    auto* words = static_cast<uint64_t*>(transport->window_base());
+    MemoryRegion* window_mr = transport->reg_write(words, options.window_bytes);
+    std::vector<RemoteRegion> remote = exchange_regions(boot, *window_mr);
+    Driver driver(*transport);
+    const int me = boot.rank();
+    const int peer = 1 - me;
+    const RemoteRegion& target = remote[static_cast<size_t>(peer)];
+    if (me == 0) {
+      for (uint64_t value = 1; value <= kWrites; ++value) {
+        CHILD_CHECK(transport->post_write(peer, 0, &value, sizeof value, nullptr, 0, target.addr,
+                                          target.rkey) == 0,
+                    "write %llu: %s", static_cast<unsigned long long>(value), std::strerror(errno));
+        CHILD_CHECK(driver.progress(), "error completion during the burst");
+      }
+      uint64_t done = 1;
+      CHILD_CHECK(transport->post_write(peer, 0, &done, sizeof done, nullptr, 0, target.addr + 8,
+                                        target.rkey) == 0,
+                  "flag: %s", std::strerror(errno));
+      CHILD_CHECK(driver.wait_word(&words[2], 1, peer), "ack from rank 1");
+    } else {
+      CHILD_CHECK(driver.wait_word(&words[1], 1, peer), "flag from rank 0");
+      CHILD_CHECK(words[0] == kWrites, "last value %llu, expected %llu",
+                  static_cast<unsigned long long>(words[0]),
+                  static_cast<unsigned long long>(kWrites));
+      uint64_t ack = 1;
+      CHILD_CHECK(transport->post_write(peer, 0, &ack, sizeof ack, nullptr, 0, target.addr + 16,
+                                        target.rkey) == 0,
+                  "ack: %s", std::strerror(errno));
+    }
+    boot.barrier(kSetupTimeout);
+    return 0;
+  }));
+}
+
+// ---------------------------------------------------------------- arguments
+
+TEST_F(RdmaTransportTest, RejectsBadArgumentsAndWritesToItself) {
+  expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
+    TransportOptions options;
+    options.window_bytes = 8192;
+    options.timeout_s = kSetupTimeout;
+    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    auto* window = static_cast<uint8_t*>(transport->window_base());
+    MemoryRegion* window_mr = transport->reg_write(window, options.window_bytes);
+    const int me = boot.rank();
+    const int peer = 1 - me;
+    std::vector<RemoteRegion> remote = exchange_regions(boot, *window_mr);
+    std::vector<uint8_t> big(4096, 1);
+    // Too large to go inline, and not registered.
+    errno = 0;
+    CHILD_CHECK(transport->post_write(peer, 0, big.data(), big.size(), nullptr, 0,
+                                      remote[static_cast<size_t>(peer)].addr,
+                                      remote[static_cast<size_t>(peer)].rkey) == -1 &&
+                    errno == EINVAL,
+                "unregistered 4 KiB write must fail with EINVAL");
+    errno = 0;
+    CHILD_CHECK(
+        transport->post_write(7, 0, big.data(), 8, nullptr, 0, 0, 0) == -1 && errno == EINVAL,
+        "write to rank 7 of 2 must fail with EINVAL");
+    try {
+      transport->reg_write(big.data(), 0);
+      CHILD_CHECK(false, "registering 0 bytes must throw");
+    } catch (const Error& e) {
+      CHILD_CHECK(e.status() == COLL_ERR_INVALID_ARG, "status %d", e.status());
+    }
+    // A rank may address itself: a signaled write to its own window.
+    uint64_t value = 0x1234567890abcdefULL;
+    CHILD_CHECK(
+        transport->post_write(me, 99, &value, sizeof value, nullptr, kWriteSignaled,
+                              reinterpret_cast<uint64_t>(window) + 64, window_mr->rkey) == 0,
+        "self write: %s", std::strerror(errno));
+    Driver driver(*transport);
+    CHILD_CHECK(driver.wait_completion(99), "completion of the self write");
+    uint64_t landed = 0;
+    std::memcpy(&landed, window + 64, sizeof landed);
+    CHILD_CHECK(landed == value, "self write landed %llx", static_cast<unsigned long long>(landed));
+    boot.barrier(kSetupTimeout);
+    return 0;
+  }));
+}
+
+// ---------------------------------------------------------------- dereg, then write
+
+// After the target deregisters, a write with the old rkey fails with an error
+// completion (remote access error) and never lands; the writer's transport is
+// failed from then on.
+TEST_F(RdmaTransportTest, WriteAfterDeregFailsAndNeverLands) {
+  expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
+    TransportOptions options;
+    options.timeout_s = kSetupTimeout;
+    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    const int me = boot.rank();
+    std::vector<uint8_t> buffer(4096, me == 1 ? 0xab : 0xcd);
+    MemoryRegion* mr = transport->reg_write(buffer.data(), buffer.size());
+    std::vector<RemoteRegion> remote = exchange_regions(boot, *mr);
+    if (me == 1) CHILD_CHECK(transport->dereg(mr) == 0, "dereg: %s", std::strerror(errno));
+    boot.barrier(kSetupTimeout);  // rank 1's region is gone
+    if (me == 0) {
+      const RemoteRegion& stale = remote[1];
+      CHILD_CHECK(transport->post_write(1, 77, buffer.data(), 256, mr, kWriteSignaled, stale.addr,
+                                        stale.rkey) == 0,
+                  "post: %s", std::strerror(errno));
+      Completion completion{};
+      auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
+      int n = 0;
+      while ((n = transport->poll(&completion, 1)) == 0 && Clock::now() < deadline) {
+      }
+      CHILD_CHECK(n == 1, "no completion for the write");
+      CHILD_CHECK(completion.status == COLL_ERR_TRANSPORT && completion.context == 77 &&
+                      completion.peer == 1,
+                  "completion status %d context %llu peer %d", completion.status,
+                  static_cast<unsigned long long>(completion.context), completion.peer);
+      // Sticky: later calls report the failure too.
+      CHILD_CHECK(
+          transport->post_write(1, 78, buffer.data(), 8, mr, 0, stale.addr, stale.rkey) == -1,
+          "a post after the failure must fail");
+      CHILD_CHECK(transport->poll(&completion, 1) == 1 && completion.status == COLL_ERR_TRANSPORT,
+                  "poll after the failure must report it");
+      try {
+        transport->check_peer(1);
+        CHILD_CHECK(false, "check_peer after the failure must throw");
+      } catch (const Error& e) {
+        CHILD_CHECK(e.status() == COLL_ERR_TRANSPORT, "status %d", e.status());
+        CHILD_CHECK(std::strstr(e.what(), "remote access error") != nullptr, "message: %s",
+                    e.what());
+      }
+      CHILD_CHECK(transport->dereg(mr) == 0, "dereg: %s", std::strerror(errno));
+    }
+    boot.barrier(kSetupTimeout);  // rank 0's write has failed
+    if (me == 1) {
+      for (size_t i = 0; i < buffer.size(); ++i) {
+        CHILD_CHECK(buffer[i] == 0xab, "byte %zu changed to %x after dereg", i, buffer[i]);
+      }
+    }
+    return 0;
+  }));
+}
+
+// ---------------------------------------------------------------- locked memory
+
+// Drops CAP_IPC_LOCK (root registers past RLIMIT_MEMLOCK with it) from this
+// process.
+bool drop_ipc_lock_capability() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  const unsigned index = CAP_IPC_LOCK / 32;
+  const uint32_t bit = 1u << (CAP_IPC_LOCK % 32);
+  data[index].effective &= ~bit;
+  data[index].permitted &= ~bit;
+  data[index].inheritable &= ~bit;
+  return syscall(SYS_capset, &header, data) == 0;
+}
+
+TEST_F(RdmaTransportTest, RegistrationOverTheLockedMemoryLimitNamesUlimit) {
+  expect_all_succeeded(run_ranks(1, [](FileBootstrap& boot) {
+    CHILD_CHECK(drop_ipc_lock_capability(), "capset: %s", std::strerror(errno));
+    rlimit small{64 * 1024, 64 * 1024};
+    CHILD_CHECK(setrlimit(RLIMIT_MEMLOCK, &small) == 0, "setrlimit: %s", std::strerror(errno));
+    TransportOptions options;
+    options.timeout_s = kSetupTimeout;
+    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    std::vector<uint8_t> fits(4096);
+    MemoryRegion* small_mr = transport->reg_write(fits.data(), fits.size());
+    std::vector<uint8_t> too_big(4 << 20);
+    try {
+      transport->reg_write(too_big.data(), too_big.size());
+      CHILD_CHECK(false, "registering 4 MiB under a 64 KiB limit succeeded");
+    } catch (const Error& e) {
+      CHILD_CHECK(e.status() == COLL_ERR_NO_RESOURCES, "status %d: %s", e.status(), e.what());
+      CHILD_CHECK(std::strstr(e.what(), "ulimit -l") != nullptr, "message: %s", e.what());
+      CHILD_CHECK(std::strstr(e.what(), "RLIMIT_MEMLOCK") != nullptr, "message: %s", e.what());
+      CHILD_CHECK(std::strstr(e.what(), "65536") != nullptr, "message: %s", e.what());
+    }
+    CHILD_CHECK(transport->dereg(small_mr) == 0, "dereg: %s", std::strerror(errno));
+    return 0;
+  }));
+}
+
+// ---------------------------------------------------------------- peer loss
+
+TEST_F(RdmaTransportTest, PeerThatExitsIsReportedLost) {
+  expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
+    TransportOptions options;
+    options.timeout_s = kSetupTimeout;
+    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    boot.barrier(kSetupTimeout);
+    if (boot.rank() == 1) {
+      std::fflush(nullptr);
+      _exit(0);  // no teardown: the kernel closes the connection
+    }
+    auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
+    for (;;) {
+      try {
+        transport->check_peer(1);
+      } catch (const Error& e) {
+        CHILD_CHECK(e.status() == COLL_ERR_PEER_LOST, "status %d: %s", e.status(), e.what());
+        break;
+      }
+      CHILD_CHECK(Clock::now() < deadline, "rank 1 exited but is not reported lost");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    uint64_t value = 1;
+    CHILD_CHECK(transport->post_write(1, 0, &value, sizeof value, nullptr, 0, 0, 0) == -1,
+                "a write to a lost peer must fail");
+    return 0;
+  }));
+}
+
+}  // namespace
+}  // namespace coll

@@ -1,0 +1,82 @@
+#!/bin/bash
+# run-rdma-suite.sh - the RDMA tests on real verbs: boots one Soft-RoCE VM
+# (run-in-rxe-vm.sh, beside this script) and runs in it, against BUILD_DIR:
+#   devices        ibv_devices and rdma link show rxe0 and rxe1
+#   transport      rdma_transport_test, ranks alternating rxe0/rxe1
+#                  (COLL_RDMA_ADDR=192.0.2.1,192.0.2.2: packets cross the veth)
+#   transport-one-device
+#                  the multi-rank cases with the default address choice: every
+#                  rank on rxe0, connections over rxe's loopback path
+#   collectives-npN
+#                  the collective suite (tests/mp's mp_collectives) under
+#                  collrun with COLL_TRANSPORT=rdma, N = 2 3 4, small sizes
+#                  (COLL_SLOT_SIZE=4096, the 1 Mi-element cases left out);
+#                  skipped when collrun or mp_collectives is not built;
+#                  RDMA_SUITE_FULL=1 keeps the 1 Mi-element cases (slower)
+#
+# Usage: tests/rdma/run-rdma-suite.sh [BUILD_DIR]     (default: build)
+# Needs root (the VM harness), qemu and, on the first run, Debian's archive
+# (kernel package, ~30 s). Each step's output: BUILD_DIR/rdma-suite/STEP.log.
+# Prints "RESULT step rc=... seconds=..." per step and exits non-zero if any
+# step failed (124: the VM timed out, 125: it could not boot).
+#
+# The VM emulates its CPU (TCG): expect about 1-3 minutes in all.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(realpath "${1:-build}")
+OUT=$BUILD/rdma-suite
+TIMEOUT=${RDMA_SUITE_TIMEOUT:-900}
+
+TRANSPORT_TEST=$BUILD/tests/rdma/rdma_transport_test
+COLLRUN=$BUILD/libcoll/launcher/collrun
+MP_COLLECTIVES=$BUILD/tests/mp/mp_collectives
+[ -x "$TRANSPORT_TEST" ] || { echo "run-rdma-suite: $TRANSPORT_TEST not built (meson with -Drdma=enabled?)" >&2; exit 2; }
+
+rm -rf "$OUT"; mkdir -p "$OUT"
+GUEST=$OUT/guest-script.sh
+{
+  printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nLOGS=%q\n' \
+    "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$OUT"
+  if [ "${RDMA_SUITE_FULL:-0}" = 1 ]; then echo "MP_FILTER='*'"; else echo "MP_FILTER='-*Large*'"; fi
+  cat <<'EOF'
+set -u
+fails=0
+step() {  # step NAME COMMAND...: runs it, logs to $LOGS/NAME.log
+  local name=$1; shift
+  local t0=$EPOCHREALTIME
+  "$@" > "$LOGS/$name.log" 2>&1; local rc=$?
+  local t1=$EPOCHREALTIME
+  local seconds=$(( (${t1/./} - ${t0/./}) / 1000000 ))
+  echo "RESULT $name rc=$rc seconds=$seconds"
+  if [ $rc != 0 ]; then fails=$((fails+1)); tail -n 30 "$LOGS/$name.log" | sed "s/^/  $name| /"; fi
+}
+export COLL_RDMA_TEST_REQUIRE=1
+
+devices() { ibv_devices && rdma link && ibv_devices | grep -q rxe0 && ibv_devices | grep -q rxe1; }
+step devices devices
+
+step transport env COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 timeout 600 "$TRANSPORT_TEST"
+step transport-one-device env -u COLL_RDMA_ADDR timeout 300 "$TRANSPORT_TEST" --gtest_filter='*DataThenFlag*np3:*DataThenFlag*np4'
+
+if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
+  for np in 2 3 4; do
+    step collectives-np$np timeout 600 "$COLLRUN" -np $np --timeout 540 \
+      -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_SLOT_SIZE=4096 \
+      "$MP_COLLECTIVES" --gtest_filter="$MP_FILTER"
+  done
+else
+  echo "RESULT collectives SKIPPED (collrun or mp_collectives not built)"
+fi
+echo "SUITE fails=$fails"
+exit $fails
+EOF
+} > "$GUEST"
+
+t0=$(date +%s)
+# The build directory is shared read-write: binaries (and the libcoll.so their
+# rpath names) run from it, and the logs land in it.
+"$HERE/run-in-rxe-vm.sh" -q -s "$BUILD" -t "$TIMEOUT" -f "$GUEST"
+rc=$?
+echo "run-rdma-suite: exit $rc after $(( $(date +%s) - t0 )) s; logs in $OUT"
+exit $rc
