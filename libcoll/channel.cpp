@@ -130,6 +130,7 @@ void Channel::post(int peer, uint64_t context, const void* src, size_t len,
   if (transport_.post_write(peer, context, src, len, const_cast<MemoryRegion*>(mr), flags,
                             remote_addr, rkey) != 0) {
     const int err = errno;
+    transport_.check_peer(peer);  // a peer that is gone is PEER_LOST, not a transport error
     fail_errno(COLL_ERR_TRANSPORT, err,
                "rank %d: %s post_write of %zu bytes to rank %d%s", rank_, transport_.name(), len,
                peer,

@@ -24,7 +24,8 @@ T input_value(coll_op_t op, uint64_t seed, int rank, size_t index) {
   const uint64_t bits = mp::mix(seed, static_cast<uint64_t>(rank) + 1, index);
   if constexpr (kIsFloat<T>) {
     switch (op) {
-      case COLL_SUM: return static_cast<T>(static_cast<int>(bits % 33) - 16);
+      case COLL_SUM:
+        return static_cast<T>(static_cast<int>(bits % 33) - 16);
       case COLL_PROD: {
         static constexpr T kFactors[4] = {-2, -1, 1, 2};
         return kFactors[bits % 4];
@@ -34,10 +35,14 @@ T input_value(coll_op_t op, uint64_t seed, int rank, size_t index) {
     }
   } else {
     switch (op) {
-      case COLL_PROD: return static_cast<T>(bits | 1);  // odd, so products stay non-zero
-      case COLL_BAND: return static_cast<T>(bits | mp::mix(bits));  // 3/4 of bits set
-      case COLL_BOR: return static_cast<T>(bits & mp::mix(bits));   // 1/4 of bits set
-      default: return static_cast<T>(bits);
+      case COLL_PROD:
+        return static_cast<T>(bits | 1);  // odd, so products stay non-zero
+      case COLL_BAND:
+        return static_cast<T>(bits | mp::mix(bits));  // 3/4 of bits set
+      case COLL_BOR:
+        return static_cast<T>(bits & mp::mix(bits));  // 1/4 of bits set
+      default:
+        return static_cast<T>(bits);
     }
   }
 }
@@ -62,10 +67,18 @@ T expected_value(coll_op_t op, uint64_t seed, int ranks, size_t index) {
   for (int r = 1; r < ranks; ++r) {
     const T v = input_value<T>(op, seed, r, index);
     switch (op) {
-      case COLL_SUM: acc = static_cast<T>(acc + v); break;  // floats only here
-      case COLL_PROD: acc = static_cast<T>(acc * v); break;
-      case COLL_MIN: acc = v < acc ? v : acc; break;
-      case COLL_MAX: acc = v > acc ? v : acc; break;
+      case COLL_SUM:
+        acc = static_cast<T>(acc + v);
+        break;  // floats only here
+      case COLL_PROD:
+        acc = static_cast<T>(acc * v);
+        break;
+      case COLL_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      case COLL_MAX:
+        acc = v > acc ? v : acc;
+        break;
       default:
         if constexpr (!kIsFloat<T>) {
           if (op == COLL_BAND) acc = static_cast<T>(acc & v);
@@ -116,12 +129,13 @@ void run_and_check(coll_op_t op, size_t count, bool in_place, uint64_t seed,
     }
   }
   EXPECT_EQ(mismatches, 0u) << where << ": first wrong element " << first_bad << " is "
-                            << (mismatches ? show(recv.as<T>()[first_bad]) : "")
-                            << ", expected " << (mismatches ? show(expected[first_bad]) : "");
+                            << (mismatches ? show(recv.as<T>()[first_bad]) : "") << ", expected "
+                            << (mismatches ? show(expected[first_bad]) : "");
   EXPECT_TRUE(recv.guards_intact()) << where << ": write outside recvbuf";
   if (!in_place) {
     EXPECT_TRUE(send.guards_intact()) << where << ": write outside sendbuf";
-    EXPECT_EQ(std::memcmp(send_before.data(), send.data(), send.bytes()), 0)
+    EXPECT_TRUE(send.bytes() == 0 ||
+                std::memcmp(send_before.data(), send.data(), send.bytes()) == 0)
         << where << ": sendbuf was modified";
   }
   digest = mp::fnv1a(recv.data(), recv.bytes(), digest);

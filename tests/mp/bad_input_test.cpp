@@ -57,10 +57,12 @@ TEST_F(BadInput, ByteCountOverflow) {
   // count * element size wraps around size_t: must be refused, not truncated.
   const size_t wraps_for_int16 = SIZE_MAX / 2 + 1;
   const size_t wraps_for_int64 = SIZE_MAX / 8 + 2;
-  expect_rejected(coll_allreduce(send_.data(), recv_.data(), wraps_for_int16, COLL_INT16, COLL_SUM, w),
-                  "allreduce count*2 overflows", w);
-  expect_rejected(coll_allreduce(COLL_IN_PLACE, recv_.data(), wraps_for_int64, COLL_INT64, COLL_MAX, w),
-                  "allreduce in place count*8 overflows", w);
+  expect_rejected(
+      coll_allreduce(send_.data(), recv_.data(), wraps_for_int16, COLL_INT16, COLL_SUM, w),
+      "allreduce count*2 overflows", w);
+  expect_rejected(
+      coll_allreduce(COLL_IN_PLACE, recv_.data(), wraps_for_int64, COLL_INT64, COLL_MAX, w),
+      "allreduce in place count*8 overflows", w);
   expect_rejected(coll_bcast(recv_.data(), wraps_for_int64, COLL_DOUBLE, 0, w),
                   "bcast count*8 overflows", w);
 }
@@ -89,9 +91,10 @@ TEST_F(BadInput, BitwiseOpOnFloatingPoint) {
   coll_comm_t w = mp::world();
   for (coll_datatype_t datatype : {COLL_FLOAT, COLL_DOUBLE}) {
     for (coll_op_t op : {COLL_BAND, COLL_BOR, COLL_BXOR}) {
-      const std::string what = std::string("allreduce ") + mp::op_name(op) + " on " +
-                               mp::datatype_name(datatype);
-      expect_rejected(coll_allreduce(send_.data(), recv_.data(), kCount / 2, datatype, op, w), what, w);
+      const std::string what =
+          std::string("allreduce ") + mp::op_name(op) + " on " + mp::datatype_name(datatype);
+      expect_rejected(coll_allreduce(send_.data(), recv_.data(), kCount / 2, datatype, op, w), what,
+                      w);
       expect_rejected(coll_allreduce(COLL_IN_PLACE, recv_.data(), kCount / 2, datatype, op, w),
                       what + " in place", w);
     }
@@ -109,7 +112,8 @@ TEST_F(BadInput, RootOutOfRange) {
 TEST_F(BadInput, NullCommunicator) {
   expect_rejected(coll_allreduce(send_.data(), recv_.data(), kCount, COLL_INT64, COLL_SUM, nullptr),
                   "allreduce on NULL comm", nullptr);
-  expect_rejected(coll_bcast(recv_.data(), kCount, COLL_INT64, 0, nullptr), "bcast on NULL comm", nullptr);
+  expect_rejected(coll_bcast(recv_.data(), kCount, COLL_INT64, 0, nullptr), "bcast on NULL comm",
+                  nullptr);
   expect_rejected(coll_barrier(nullptr), "barrier on NULL comm", nullptr);
   int value = -7;
   expect_rejected(coll_comm_rank(nullptr, &value), "comm_rank on NULL comm", nullptr);

@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 TEST(Barrier, RepeatedBarriersSucceed) {
   for (int i = 0; i < 200; ++i) {
     const int status = coll_barrier(mp::world());
-    ASSERT_EQ(status, COLL_SUCCESS) << mp::rank_tag() << " barrier " << i << ": "
-                                    << coll_comm_last_error(mp::world());
+    ASSERT_EQ(status, COLL_SUCCESS)
+        << mp::rank_tag() << " barrier " << i << ": " << coll_comm_last_error(mp::world());
   }
 }
 
@@ -44,7 +44,8 @@ TEST(Barrier, NoRankLeavesBeforeAllArrive) {
     EXPECT_EQ(coll_barrier(mp::world()), COLL_SUCCESS) << coll_comm_last_error(mp::world());
     for (int peer = 0; peer < ranks; ++peer) {
       EXPECT_TRUE(fs::exists(dir / (std::to_string(round) + "-" + std::to_string(peer))))
-          << mp::rank_tag() << " left barrier " << round << " before rank " << peer << " entered it";
+          << mp::rank_tag() << " left barrier " << round << " before rank " << peer
+          << " entered it";
     }
   }
   EXPECT_EQ(coll_barrier(mp::world()), COLL_SUCCESS);

@@ -18,7 +18,8 @@ void run_bcast(coll_datatype_t datatype, int root, size_t count) {
   const uint64_t seed = mp::mix(datatype, static_cast<uint64_t>(root), count);
   GuardedBuffer buffer(count, element_size);
   const bool is_root = mp::world_rank() == root;
-  buffer.fill_pattern(is_root ? seed : seed ^ (0x5A5Aull + static_cast<uint64_t>(mp::world_rank())));
+  buffer.fill_pattern(is_root ? seed
+                              : seed ^ (0x5A5Aull + static_cast<uint64_t>(mp::world_rank())));
 
   const int status = coll_bcast(buffer.data(), count, datatype, root, mp::world());
   EXPECT_EQ(status, COLL_SUCCESS) << where << ": " << coll_strerror(status) << " "
@@ -32,7 +33,8 @@ class Bcast : public testing::TestWithParam<coll_datatype_t> {};
 
 TEST_P(Bcast, EveryRootEveryInterestingCount) {
   const coll_datatype_t datatype = GetParam();
-  ASSERT_GT(coll_datatype_size(datatype), 0u);  // same on every rank: no collective skipped unevenly
+  ASSERT_GT(coll_datatype_size(datatype),
+            0u);  // same on every rank: no collective skipped unevenly
   for (int root = 0; root < mp::world_size(); ++root) {
     for (size_t count : mp::interesting_counts(coll_datatype_size(datatype))) {
       run_bcast(datatype, root, count);

@@ -8,40 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <string>
 
-namespace {
-
-// Prints failures of a non-zero rank, which has no default printer.
-class RankFailurePrinter : public testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-
-  void OnTestPartResult(const testing::TestPartResult& result) override {
-    if (!result.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
-                 result.file_name() ? result.file_name() : "unknown", result.line_number(),
-                 result.message());
-  }
-
-  void OnTestEnd(const testing::TestInfo& info) override {
-    if (info.result()->Failed()) {
-      std::fprintf(stderr, "[rank %d] [  FAILED  ] %s.%s\n", rank_, info.test_suite_name(), info.name());
-    }
-  }
-
-  void OnTestProgramEnd(const testing::UnitTest& unit) override {
-    if (unit.failed_test_count() > 0) {
-      std::fprintf(stderr, "[rank %d] %d test(s) failed\n", rank_, unit.failed_test_count());
-    }
-    std::fflush(stderr);
-  }
-
- private:
-  int rank_;
-};
-
-}  // namespace
+#include "rank_failure_printer.hpp"
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
@@ -57,11 +25,7 @@ int main(int argc, char** argv) {
   }
   int rank = -1;
   coll_comm_rank(coll_comm_world(), &rank);
-  if (rank != 0) {
-    testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(rank));
-  }
+  mp::RankFailurePrinter::install_for_rank(rank);
 
   const int result = RUN_ALL_TESTS();
 

@@ -4,6 +4,31 @@
 
 namespace mp {
 
+size_t slot_bytes() {
+  constexpr size_t kDefault = 128 * 1024;
+  const char* env = std::getenv("COLL_SLOT_SIZE");
+  if (env == nullptr || *env == '\0') return kDefault;
+  char* end = nullptr;
+  size_t bytes = std::strtoull(env, &end, 10);
+  switch (*end) {
+    case 'k':
+    case 'K':
+      bytes <<= 10;
+      break;
+    case 'm':
+    case 'M':
+      bytes <<= 20;
+      break;
+    case 'g':
+    case 'G':
+      bytes <<= 30;
+      break;
+    default:
+      break;
+  }
+  return (bytes + 63) & ~size_t{63};
+}
+
 std::vector<size_t> interesting_counts(size_t element_size) {
   const size_t per_slot = slot_bytes() / element_size;
   const size_t ranks = static_cast<size_t>(world_size());
@@ -29,30 +54,49 @@ std::vector<coll_datatype_t> all_datatypes() {
 
 const char* datatype_name(coll_datatype_t datatype) {
   switch (datatype) {
-    case COLL_INT8: return "int8";
-    case COLL_INT16: return "int16";
-    case COLL_INT32: return "int32";
-    case COLL_INT64: return "int64";
-    case COLL_UINT8: return "uint8";
-    case COLL_UINT16: return "uint16";
-    case COLL_UINT32: return "uint32";
-    case COLL_UINT64: return "uint64";
-    case COLL_FLOAT: return "float";
-    case COLL_DOUBLE: return "double";
-    default: return "unknown";
+    case COLL_INT8:
+      return "int8";
+    case COLL_INT16:
+      return "int16";
+    case COLL_INT32:
+      return "int32";
+    case COLL_INT64:
+      return "int64";
+    case COLL_UINT8:
+      return "uint8";
+    case COLL_UINT16:
+      return "uint16";
+    case COLL_UINT32:
+      return "uint32";
+    case COLL_UINT64:
+      return "uint64";
+    case COLL_FLOAT:
+      return "float";
+    case COLL_DOUBLE:
+      return "double";
+    default:
+      return "unknown";
   }
 }
 
 const char* op_name(coll_op_t op) {
   switch (op) {
-    case COLL_SUM: return "sum";
-    case COLL_PROD: return "prod";
-    case COLL_MIN: return "min";
-    case COLL_MAX: return "max";
-    case COLL_BAND: return "band";
-    case COLL_BOR: return "bor";
-    case COLL_BXOR: return "bxor";
-    default: return "unknown";
+    case COLL_SUM:
+      return "sum";
+    case COLL_PROD:
+      return "prod";
+    case COLL_MIN:
+      return "min";
+    case COLL_MAX:
+      return "max";
+    case COLL_BAND:
+      return "band";
+    case COLL_BOR:
+      return "bor";
+    case COLL_BXOR:
+      return "bxor";
+    default:
+      return "unknown";
   }
 }
 

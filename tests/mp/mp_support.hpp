@@ -31,16 +31,11 @@ inline int world_size() {
   return size;
 }
 
-// The library's window slot size: a collective larger than this is cut
-// into chunks, so counts around one slot exercise the chunk boundaries.
-inline size_t slot_bytes() {
-  if (const char* env = std::getenv("COLL_SLOT_SIZE")) {
-    char* end = nullptr;
-    unsigned long long value = std::strtoull(env, &end, 10);
-    if (end != env && value > 0) return static_cast<size_t>(value);
-  }
-  return 128 * 1024;
-}
+// The library's window slot size, read as libcoll reads COLL_SLOT_SIZE
+// (bytes, optional K/M/G suffix, rounded up to a cache line): a collective
+// larger than one slot is cut into chunks of this size, so counts around it
+// exercise the chunk boundaries.
+size_t slot_bytes();
 
 // Element counts every collective is tried with: empty, one, odd, one per
 // rank but one, and both sides of a slot boundary. Sorted, no duplicates.
@@ -51,8 +46,8 @@ inline constexpr size_t kLargeCount = size_t{1} << 20;  // 1 Mi elements
 // splitmix64: a deterministic value for (a, b, c) that every rank can
 // compute for every other rank, so expectations need no communication.
 inline uint64_t mix(uint64_t a, uint64_t b = 0, uint64_t c = 0) {
-  uint64_t z = a * 0x9E3779B97F4A7C15ull + b * 0xBF58476D1CE4E5B9ull +
-               c * 0x94D049BB133111EBull + 0x632BE59BD9B4E019ull;
+  uint64_t z = a * 0x9E3779B97F4A7C15ull + b * 0xBF58476D1CE4E5B9ull + c * 0x94D049BB133111EBull +
+               0x632BE59BD9B4E019ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
@@ -72,40 +67,94 @@ inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 1469598103
 bool same_on_all_ranks(uint64_t digest);
 
 // C type <-> coll_datatype_t.
-template <typename T> constexpr coll_datatype_t datatype_of();
-template <> constexpr coll_datatype_t datatype_of<int8_t>() { return COLL_INT8; }
-template <> constexpr coll_datatype_t datatype_of<int16_t>() { return COLL_INT16; }
-template <> constexpr coll_datatype_t datatype_of<int32_t>() { return COLL_INT32; }
-template <> constexpr coll_datatype_t datatype_of<int64_t>() { return COLL_INT64; }
-template <> constexpr coll_datatype_t datatype_of<uint8_t>() { return COLL_UINT8; }
-template <> constexpr coll_datatype_t datatype_of<uint16_t>() { return COLL_UINT16; }
-template <> constexpr coll_datatype_t datatype_of<uint32_t>() { return COLL_UINT32; }
-template <> constexpr coll_datatype_t datatype_of<uint64_t>() { return COLL_UINT64; }
-template <> constexpr coll_datatype_t datatype_of<float>() { return COLL_FLOAT; }
-template <> constexpr coll_datatype_t datatype_of<double>() { return COLL_DOUBLE; }
+template <typename T>
+constexpr coll_datatype_t datatype_of();
+template <>
+constexpr coll_datatype_t datatype_of<int8_t>() {
+  return COLL_INT8;
+}
+template <>
+constexpr coll_datatype_t datatype_of<int16_t>() {
+  return COLL_INT16;
+}
+template <>
+constexpr coll_datatype_t datatype_of<int32_t>() {
+  return COLL_INT32;
+}
+template <>
+constexpr coll_datatype_t datatype_of<int64_t>() {
+  return COLL_INT64;
+}
+template <>
+constexpr coll_datatype_t datatype_of<uint8_t>() {
+  return COLL_UINT8;
+}
+template <>
+constexpr coll_datatype_t datatype_of<uint16_t>() {
+  return COLL_UINT16;
+}
+template <>
+constexpr coll_datatype_t datatype_of<uint32_t>() {
+  return COLL_UINT32;
+}
+template <>
+constexpr coll_datatype_t datatype_of<uint64_t>() {
+  return COLL_UINT64;
+}
+template <>
+constexpr coll_datatype_t datatype_of<float>() {
+  return COLL_FLOAT;
+}
+template <>
+constexpr coll_datatype_t datatype_of<double>() {
+  return COLL_DOUBLE;
+}
 
 // Calls fn(T{}) with the C type of datatype.
 template <typename Fn>
 void with_datatype(coll_datatype_t datatype, Fn&& fn) {
   switch (datatype) {
-    case COLL_INT8: fn(int8_t{}); return;
-    case COLL_INT16: fn(int16_t{}); return;
-    case COLL_INT32: fn(int32_t{}); return;
-    case COLL_INT64: fn(int64_t{}); return;
-    case COLL_UINT8: fn(uint8_t{}); return;
-    case COLL_UINT16: fn(uint16_t{}); return;
-    case COLL_UINT32: fn(uint32_t{}); return;
-    case COLL_UINT64: fn(uint64_t{}); return;
-    case COLL_FLOAT: fn(float{}); return;
-    case COLL_DOUBLE: fn(double{}); return;
-    default: ADD_FAILURE() << "no C type for datatype " << datatype;
+    case COLL_INT8:
+      fn(int8_t{});
+      return;
+    case COLL_INT16:
+      fn(int16_t{});
+      return;
+    case COLL_INT32:
+      fn(int32_t{});
+      return;
+    case COLL_INT64:
+      fn(int64_t{});
+      return;
+    case COLL_UINT8:
+      fn(uint8_t{});
+      return;
+    case COLL_UINT16:
+      fn(uint16_t{});
+      return;
+    case COLL_UINT32:
+      fn(uint32_t{});
+      return;
+    case COLL_UINT64:
+      fn(uint64_t{});
+      return;
+    case COLL_FLOAT:
+      fn(float{});
+      return;
+    case COLL_DOUBLE:
+      fn(double{});
+      return;
+    default:
+      ADD_FAILURE() << "no C type for datatype " << datatype;
   }
 }
 
 std::vector<coll_datatype_t> all_datatypes();
 const char* datatype_name(coll_datatype_t datatype);
 const char* op_name(coll_op_t op);
-inline bool is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
+inline bool is_bitwise(coll_op_t op) {
+  return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
+}
 inline bool is_float(coll_datatype_t t) { return t == COLL_FLOAT || t == COLL_DOUBLE; }
 
 // A buffer of `count` elements between two guard zones of known bytes: a
@@ -116,8 +165,14 @@ class GuardedBuffer {
 
   void* data() { return storage_.data() + kGuardBytes; }
   const void* data() const { return storage_.data() + kGuardBytes; }
-  template <typename T> T* as() { return static_cast<T*>(data()); }
-  template <typename T> const T* as() const { return static_cast<const T*>(data()); }
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data());
+  }
+  template <typename T>
+  const T* as() const {
+    return static_cast<const T*>(data());
+  }
   size_t bytes() const { return bytes_; }
 
   // Fills the payload with a byte pattern that no collective produces by

@@ -17,8 +17,10 @@ void expect_every_call_not_initialized(coll_comm_t comm, const char* when) {
   int64_t send[4] = {1, 2, 3, 4};
   int64_t recv[4] = {kUntouched, kUntouched, kUntouched, kUntouched};
   int out = -7;
-  EXPECT_EQ(coll_allreduce(send, recv, 4, COLL_INT64, COLL_SUM, comm), COLL_ERR_NOT_INITIALIZED) << when;
-  EXPECT_EQ(coll_allreduce(COLL_IN_PLACE, recv, 4, COLL_INT64, COLL_SUM, comm), COLL_ERR_NOT_INITIALIZED)
+  EXPECT_EQ(coll_allreduce(send, recv, 4, COLL_INT64, COLL_SUM, comm), COLL_ERR_NOT_INITIALIZED)
+      << when;
+  EXPECT_EQ(coll_allreduce(COLL_IN_PLACE, recv, 4, COLL_INT64, COLL_SUM, comm),
+            COLL_ERR_NOT_INITIALIZED)
       << when;
   EXPECT_EQ(coll_bcast(recv, 4, COLL_INT64, 0, comm), COLL_ERR_NOT_INITIALIZED) << when;
   EXPECT_EQ(coll_barrier(comm), COLL_ERR_NOT_INITIALIZED) << when;

@@ -38,7 +38,9 @@ TEST(RingSchedule, ReduceScatterStepsLineUpWithTheLeftNeighbour) {
         // What I receive at step s is what my left neighbour sends.
         EXPECT_EQ(rs_recv_segment(r, s, n), rs_send_segment(left, s, n));
         // What I send at step s+1 is what I received (and reduced) at s.
-        if (s + 1 < n - 1) EXPECT_EQ(rs_send_segment(r, s + 1, n), rs_recv_segment(r, s, n));
+        if (s + 1 < n - 1) {
+          EXPECT_EQ(rs_send_segment(r, s + 1, n), rs_recv_segment(r, s, n));
+        }
         received.insert(rs_recv_segment(r, s, n));
       }
       // Every segment but my step-0 one passes through me exactly once...

@@ -1,0 +1,90 @@
+// The C++ RAII wrapper (coll.hpp) used as an application uses it: a
+// Session around main, typed collectives on std::vector, and failures as
+// coll::Exception with the status code. Run under collrun with a few ranks.
+#include <gtest/gtest.h>
+#include <coll/coll.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "rank_failure_printer.hpp"
+
+namespace {
+
+static_assert(coll::datatype_of<int8_t>() == COLL_INT8);
+static_assert(coll::datatype_of<uint16_t>() == COLL_UINT16);
+static_assert(coll::datatype_of<int64_t>() == COLL_INT64);
+static_assert(coll::datatype_of<float>() == COLL_FLOAT);
+static_assert(coll::datatype_of<double>() == COLL_DOUBLE);
+
+TEST(CppWrapper, RankAndSize) {
+  const coll::Comm world = coll::Comm::world();
+  EXPECT_EQ(world.get(), coll_comm_world());
+  EXPECT_GE(world.rank(), 0);
+  EXPECT_LT(world.rank(), world.size());
+}
+
+TEST(CppWrapper, TypedAllreduceInPlace) {
+  const coll::Comm world = coll::Comm::world();
+  const int n = world.size();
+  std::vector<int32_t> values(1000);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<int32_t>(i) * (world.rank() + 1);
+  world.allreduce(values, COLL_SUM);
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(values[i], static_cast<int32_t>(i) * n * (n + 1) / 2) << "element " << i;
+  }
+  std::vector<double> maxima = {static_cast<double>(world.rank()),
+                                -static_cast<double>(world.rank())};
+  world.allreduce(maxima, COLL_MAX);
+  EXPECT_EQ(maxima[0], n - 1);
+  EXPECT_EQ(maxima[1], 0.0);
+}
+
+TEST(CppWrapper, UntypedAllreduceAndBcast) {
+  const coll::Comm world = coll::Comm::world();
+  const uint64_t mine = uint64_t{1} << world.rank();
+  uint64_t all = 0;
+  world.allreduce(&mine, &all, 1, COLL_UINT64, COLL_BOR);
+  EXPECT_EQ(all, (uint64_t{1} << world.size()) - 1);
+
+  const int root = world.size() - 1;
+  std::vector<float> data(777, world.rank() == root ? 2.5f : -1.0f);
+  world.bcast(data, root);
+  for (float v : data) ASSERT_EQ(v, 2.5f);
+  world.barrier();
+}
+
+TEST(CppWrapper, FailuresThrowWithTheStatus) {
+  const coll::Comm world = coll::Comm::world();
+  std::vector<float> data(4, 1.0f);
+  try {
+    world.allreduce(data, COLL_BXOR);  // bitwise on float: invalid, local
+    ADD_FAILURE() << "no exception";
+  } catch (const coll::Exception& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(e.what()).find(coll_strerror(COLL_ERR_INVALID_ARG)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(world.bcast(data, world.size()), coll::Exception);
+  EXPECT_THROW(coll::Comm(nullptr).barrier(), coll::Exception);
+  // Still usable after refused calls.
+  world.allreduce(data, COLL_SUM);
+  EXPECT_EQ(data[3], static_cast<float>(world.size()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  try {
+    coll::Session session(&argc, &argv);
+    mp::RankFailurePrinter::install_for_rank(coll::Comm::world().rank());
+    return RUN_ALL_TESTS();
+  } catch (const coll::Exception& e) {
+    std::fprintf(stderr, "coll_hpp_test: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,199 @@
+// Rank program for the fault tests (fault_test.cpp starts it under
+// collrun). Each mode misbehaves in one way and reports what the library
+// returned as lines "fault-helper rank R: <what> status=<code> ..." for the
+// driver to check. Exit status 0 means "this rank saw what it should".
+//
+//   silent-rank   the last rank never calls the collective; the others must
+//                 get COLL_ERR_TIMEOUT (set COLL_TIMEOUT small), twice
+//                 (sticky). Needs COLL_TEST_SYNC_DIR (see wait_for_files).
+//   kill-rank     ranks loop on a 1 MiB allreduce; rank 2 SIGKILLs itself
+//                 after a few iterations; survivors must get
+//                 COLL_ERR_PEER_LOST (or be killed by collrun).
+//   mismatch      rank 0 passes count 10, the others 20: every rank must get
+//                 an error, or success with correct data; never a crash.
+#include <coll/coll.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int g_rank = -1;
+int g_size = 0;
+
+void report(const char* what, int status) {
+  std::printf("fault-helper rank %d: %s status=%d (%s) detail=\"%s\"\n", g_rank, what, status,
+              coll_strerror(status), coll_comm_last_error(coll_comm_world()));
+  std::fflush(stdout);
+}
+
+// Segments this job has in /dev/shm right now (for the driver's log: a
+// transport may unlink its segments once mapped, so zero is no error).
+int count_job_shm_entries() {
+  const char* job = std::getenv("COLL_JOBID");
+  if (job == nullptr) return -1;
+  const std::string prefix = std::string("coll-") + job + "-";
+  int count = 0;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (const dirent* entry = readdir(dir)) {
+      if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) ++count;
+    }
+    closedir(dir);
+  }
+  return count;
+}
+
+std::string sync_file(const char* dir, int rank) {
+  return std::string(dir) + "/done-" + std::to_string(rank);
+}
+
+// Waits until ranks 0..ranks-1 have each created their "done" file, for at
+// most `bound_s`. Synchronising outside the library (whose communicator is
+// broken by then) keeps one rank's exit from turning another rank's TIMEOUT
+// into PEER_LOST, and keeps the silent rank silent until all saw TIMEOUT.
+bool wait_for_files(const char* dir, int ranks, int bound_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(bound_s);
+  for (;;) {
+    int present = 0;
+    for (int r = 0; r < ranks; ++r) present += access(sync_file(dir, r).c_str(), F_OK) == 0;
+    if (present == ranks) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+int silent_rank() {
+  const char* dir = std::getenv("COLL_TEST_SYNC_DIR");
+  if (dir == nullptr) {
+    std::fprintf(stderr, "fault-helper: COLL_TEST_SYNC_DIR is not set\n");
+    return 1;
+  }
+  const int silent = g_size - 1;
+  const int talkers = g_size - 1;  // ranks 0 .. silent-1
+  if (g_rank == silent) {
+    // Stays out of the collective until every talker has its answer.
+    const bool all_answered = wait_for_files(dir, talkers, 120);
+    std::printf("fault-helper rank %d: silent rank done, talkers answered: %s\n", g_rank,
+                all_answered ? "yes" : "no");
+    return all_answered ? 0 : 1;
+  }
+  std::vector<double> data(1000, 1.0);
+  const int first = coll_allreduce(COLL_IN_PLACE, data.data(), data.size(), COLL_DOUBLE, COLL_SUM,
+                                   coll_comm_world());
+  report("allreduce", first);
+  const bool has_detail = *coll_comm_last_error(coll_comm_world()) != '\0';
+  const int second = coll_allreduce(COLL_IN_PLACE, data.data(), data.size(), COLL_DOUBLE, COLL_SUM,
+                                    coll_comm_world());
+  report("second allreduce", second);
+  const int barrier = coll_barrier(coll_comm_world());
+  report("barrier after", barrier);
+  if (FILE* f = std::fopen(sync_file(dir, g_rank).c_str(), "w")) std::fclose(f);
+  wait_for_files(dir, talkers, 60);
+  const bool ok = first == COLL_ERR_TIMEOUT && second == COLL_ERR_TIMEOUT &&
+                  barrier == COLL_ERR_TIMEOUT && has_detail;
+  return ok ? 0 : 1;
+}
+
+int kill_rank() {
+  constexpr int kVictim = 2;
+  constexpr int kVictimIterations = 5;
+  constexpr int kIterations = 500;
+  const size_t count = (size_t{1} << 20) / sizeof(float);  // 1 MiB
+  std::vector<float> send(count, static_cast<float>(g_rank + 1));
+  std::vector<float> recv(count, 0.0f);
+  const float expected = static_cast<float>(g_size * (g_size + 1) / 2);
+  for (int i = 0; i < kIterations; ++i) {
+    if (g_rank == kVictim && i == kVictimIterations) {
+      std::printf("fault-helper rank %d: raising SIGKILL at iteration %d\n", g_rank, i);
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
+    const int status =
+        coll_allreduce(send.data(), recv.data(), count, COLL_FLOAT, COLL_SUM, coll_comm_world());
+    if (status != COLL_SUCCESS) {
+      report(("allreduce iteration " + std::to_string(i)).c_str(), status);
+      return 2;  // the job failed; collrun reports it either way
+    }
+    if (recv[0] != expected || recv[count - 1] != expected) {
+      std::printf("fault-helper rank %d: WRONG data at iteration %d\n", g_rank, i);
+      return 1;
+    }
+  }
+  std::printf("fault-helper rank %d: finished all iterations without noticing the lost peer\n",
+              g_rank);
+  return 1;
+}
+
+int mismatch() {
+  const size_t count = g_rank == 0 ? 10 : 20;
+  std::vector<int32_t> send(count, g_rank + 1);
+  std::vector<int32_t> recv(count, -1);
+  const int status =
+      coll_allreduce(send.data(), recv.data(), count, COLL_INT32, COLL_SUM, coll_comm_world());
+  report("mismatched allreduce", status);
+  if (status == COLL_SUCCESS) {
+    const int32_t expected = g_size * (g_size + 1) / 2;
+    for (int32_t v : recv) {
+      if (v != expected) {
+        std::printf("fault-helper rank %d: success with WRONG data (%d, expected %d)\n", g_rank, v,
+                    expected);
+        return 1;
+      }
+    }
+    return 0;
+  }
+  return status == COLL_ERR_INVALID_ARG || status == COLL_ERR_TIMEOUT ||
+                 status == COLL_ERR_PEER_LOST
+             ? 0
+             : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s silent-rank|kill-rank|mismatch\n", argv[0]);
+    return 64;
+  }
+  const std::string mode = argv[1];
+  int status = coll_init(&argc, &argv);
+  if (status != COLL_SUCCESS) {
+    std::fprintf(stderr, "fault-helper: coll_init: %s: %s\n", coll_strerror(status),
+                 coll_comm_last_error(nullptr));
+    return 1;
+  }
+  coll_comm_rank(coll_comm_world(), &g_rank);
+  coll_comm_size(coll_comm_world(), &g_size);
+  if (g_rank == 0) {
+    const char* job = std::getenv("COLL_JOBID");
+    std::printf("fault-helper jobid=%s shm-entries=%d transport=%s\n", job ? job : "",
+                count_job_shm_entries(), coll_comm_transport_name(coll_comm_world()));
+    std::fflush(stdout);
+  }
+
+  int result = 64;
+  if (mode == "silent-rank")
+    result = silent_rank();
+  else if (mode == "kill-rank")
+    result = kill_rank();
+  else if (mode == "mismatch")
+    result = mismatch();
+  else
+    std::fprintf(stderr, "fault-helper: unknown mode %s\n", mode.c_str());
+
+  // After a failed collective finalize must still return (bounded) and free
+  // everything; its status is only logged.
+  status = coll_finalize();
+  std::printf("fault-helper rank %d: finalize status=%d exit=%d\n", g_rank, status, result);
+  std::fflush(stdout);
+  return result;
+}

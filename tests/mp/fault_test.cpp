@@ -1,0 +1,253 @@
+// Fault tests: runs fault_helper under collrun and checks the job's exit
+// status, what each rank reported, that the job ended within a bound, and
+// that no shared-memory segment of it is left in /dev/shm.
+// Paths come from the environment (set by meson): COLLRUN, FAULT_HELPER.
+#include <coll/coll.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bound on a whole job; collrun itself gets a shorter --timeout.
+constexpr int kCollrunTimeoutS = 60;
+constexpr int kJobBoundS = 90;
+
+struct JobResult {
+  bool finished = false;       // collrun exited within the bound
+  bool exited = false;         // ... by exit() rather than a signal
+  int exit_status = -1;        // when exited
+  int signal = 0;              // when killed by a signal
+  bool output_closed = false;  // no process of the job still holds its stdout
+  std::string output;
+};
+
+std::string required_env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// Starts argv in its own process group with stdout and stderr on one pipe,
+// reads everything until collrun exits (plus a grace period for the
+// pipe to close), kills the group if the bound passes.
+JobResult run_job(const std::vector<std::string>& args, int bound_s) {
+  JobResult result;
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return result;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return result;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so that killpg works even if the child has not run yet
+  close(pipe_fds[1]);
+
+  const auto deadline = Clock::now() + std::chrono::seconds(bound_s);
+  auto close_deadline = deadline;
+  bool reaped = false;
+  int wait_status = 0;
+  while (Clock::now() < close_deadline) {
+    pollfd fd = {pipe_fds[0], POLLIN, 0};
+    if (poll(&fd, 1, 50) > 0) {
+      char buffer[4096];
+      const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+      if (n > 0) {
+        result.output.append(buffer, static_cast<size_t>(n));
+      } else if (n == 0) {
+        result.output_closed = true;
+        if (reaped) break;
+      }
+    }
+    if (!reaped && waitpid(pid, &wait_status, WNOHANG) == pid) {
+      reaped = true;
+      if (result.output_closed) break;
+      // Ranks should be gone with collrun: give the pipe a moment to close.
+      close_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+    }
+    if (result.output_closed && !reaped) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  close(pipe_fds[0]);
+  killpg(pid, SIGKILL);  // whatever is left of the job
+  if (!reaped) {
+    waitpid(pid, &wait_status, 0);
+  } else {
+    result.finished = true;
+    result.exited = WIFEXITED(wait_status);
+    result.exit_status = result.exited ? WEXITSTATUS(wait_status) : -1;
+    result.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+  }
+  return result;
+}
+
+std::set<std::string> coll_shm_entries() {
+  std::set<std::string> names;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (const dirent* entry = readdir(dir)) {
+      if (std::strncmp(entry->d_name, "coll-", 5) == 0) names.insert(entry->d_name);
+    }
+    closedir(dir);
+  }
+  return names;
+}
+
+// (Plain string scans: std::regex trips GCC 12's -Wmaybe-uninitialized in
+// sanitizer builds.)
+std::string job_id_of(const std::string& output) {
+  static const std::string kKey = "fault-helper jobid=";
+  const size_t start = output.find(kKey);
+  if (start == std::string::npos) return "";
+  const size_t begin = start + kKey.size();
+  const size_t end = output.find_first_of(" \t\n", begin);
+  return output.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// Lines of output that contain every one of `parts`.
+int count_lines_containing(const std::string& output, std::initializer_list<std::string> parts) {
+  int count = 0;
+  size_t begin = 0;
+  while (begin < output.size()) {
+    size_t end = output.find('\n', begin);
+    if (end == std::string::npos) end = output.size();
+    const std::string_view line(output.data() + begin, end - begin);
+    bool all = true;
+    for (const std::string& part : parts) all = all && line.find(part) != std::string_view::npos;
+    count += all;
+    begin = end + 1;
+  }
+  return count;
+}
+
+class Fault : public testing::Test {
+ protected:
+  void SetUp() override {
+    collrun_ = required_env("COLLRUN");
+    helper_ = required_env("FAULT_HELPER");
+    ASSERT_FALSE(collrun_.empty()) << "COLLRUN not set";
+    ASSERT_FALSE(helper_.empty()) << "FAULT_HELPER not set";
+    shm_before_ = coll_shm_entries();
+  }
+
+  JobResult run(int ranks, const std::vector<std::string>& exports, const std::string& mode) {
+    std::vector<std::string> args = {collrun_, "-np", std::to_string(ranks), "--timeout",
+                                     std::to_string(kCollrunTimeoutS)};
+    for (const std::string& e : exports) {
+      args.push_back("-x");
+      args.push_back(e);
+    }
+    args.push_back(helper_);
+    args.push_back(mode);
+    JobResult job = run_job(args, kJobBoundS);
+    std::printf("----- output of %s (%d ranks) -----\n%s----- end -----\n", mode.c_str(), ranks,
+                job.output.c_str());
+    EXPECT_TRUE(job.finished) << mode << ": the job did not end within " << kJobBoundS << " s";
+    EXPECT_TRUE(job.output_closed) << mode << ": some rank outlived collrun";
+    return job;
+  }
+
+  // Nothing of the job in /dev/shm, and no coll-* entry appeared that was
+  // not there before (this test is not run in parallel with others).
+  void expect_shm_clean(const JobResult& job) {
+    const std::string id = job_id_of(job.output);
+    EXPECT_FALSE(id.empty()) << "rank 0 did not print the job id";
+    const std::set<std::string> after = coll_shm_entries();
+    for (const std::string& name : after) {
+      if (!id.empty()) {
+        EXPECT_NE(name.rfind("coll-" + id + "-", 0), 0u) << "left behind: /dev/shm/" << name;
+      }
+      EXPECT_TRUE(shm_before_.count(name)) << "new entry after the job: /dev/shm/" << name;
+    }
+    EXPECT_LE(after.size(), shm_before_.size());
+  }
+
+  std::string collrun_;
+  std::string helper_;
+  std::set<std::string> shm_before_;
+};
+
+TEST_F(Fault, SilentRankMakesTheOthersTimeOut) {
+  char sync_dir[] = "/tmp/coll-fault-sync-XXXXXX";
+  ASSERT_NE(mkdtemp(sync_dir), nullptr);
+  const JobResult job =
+      run(3, {"COLL_TIMEOUT=3", std::string("COLL_TEST_SYNC_DIR=") + sync_dir}, "silent-rank");
+  std::filesystem::remove_all(sync_dir);
+  EXPECT_TRUE(job.exited && job.exit_status == 0)
+      << "exit " << job.exit_status << " signal " << job.signal
+      << ": a rank did not see COLL_ERR_TIMEOUT (see its lines above)";
+  const std::string timeout = "status=" + std::to_string(COLL_ERR_TIMEOUT) + " ";
+  for (int rank : {0, 1}) {
+    const std::string prefix = "fault-helper rank " + std::to_string(rank) + ": ";
+    EXPECT_EQ(count_lines_containing(job.output, {prefix + "allreduce " + timeout}), 1)
+        << "rank " << rank;
+    EXPECT_EQ(count_lines_containing(job.output, {prefix + "second allreduce " + timeout}), 1)
+        << "rank " << rank << ": the timeout is not sticky";
+    EXPECT_EQ(count_lines_containing(job.output, {prefix + "barrier after " + timeout}), 1)
+        << "rank " << rank << ": the timeout is not sticky for barrier";
+  }
+  expect_shm_clean(job);
+}
+
+TEST_F(Fault, KilledRankEndsTheJob) {
+  const JobResult job = run(4, {"COLL_TIMEOUT=30"}, "kill-rank");
+  EXPECT_TRUE(job.finished);
+  EXPECT_FALSE(job.exited && job.exit_status == 0)
+      << "collrun reported success after a rank was killed";
+  EXPECT_EQ(count_lines_containing(job.output, {"rank 2: raising SIGKILL"}), 1);
+  EXPECT_EQ(count_lines_containing(job.output, {"WRONG"}), 0);
+  EXPECT_EQ(count_lines_containing(job.output, {"without noticing"}), 0);
+  // A survivor that got an answer before collrun killed it must have got
+  // PEER_LOST (not a timeout: the peer is gone, not slow).
+  const int reported = count_lines_containing(job.output, {"allreduce iteration ", " status="});
+  const int peer_lost = count_lines_containing(
+      job.output, {"allreduce iteration ", " status=" + std::to_string(COLL_ERR_PEER_LOST) + " "});
+  EXPECT_EQ(reported, peer_lost) << "a survivor got another error than COLL_ERR_PEER_LOST";
+  expect_shm_clean(job);
+}
+
+TEST_F(Fault, MismatchedCountsEndInAnErrorNotACrash) {
+  const JobResult job = run(3, {"COLL_TIMEOUT=3"}, "mismatch");
+  EXPECT_TRUE(job.exited && job.exit_status == 0)
+      << "exit " << job.exit_status << " signal " << job.signal
+      << ": a rank crashed, got wrong data, or an unexpected status";
+  EXPECT_EQ(count_lines_containing(job.output, {"WRONG"}), 0);
+  const int answered = count_lines_containing(job.output, {"mismatched allreduce status="});
+  const int succeeded = count_lines_containing(job.output, {"mismatched allreduce status=0 "});
+  EXPECT_GE(answered, 1);
+  EXPECT_GE(answered - succeeded, 1) << "no rank noticed the mismatch";
+  expect_shm_clean(job);
+}
+
+}  // namespace
