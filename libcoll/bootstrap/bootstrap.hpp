@@ -40,6 +40,9 @@ std::unique_ptr<Bootstrap> make_collrun_bootstrap(double timeout_s);
 // True when PMIX_RANK, PMIX_NAMESPACE or a PMIX_SERVER_URI* variable is set:
 // a PMIx launcher (mpirun, srun --mpi=pmix) started this process.
 bool environment_names_pmix_server();
+// COLL_BOOTSTRAP_DEBUG=1: say on stderr which bootstrap ran, and why one
+// was passed over.
+bool bootstrap_debug_enabled();
 // nullptr when the environment names no PMIx server or PMIx_Init fails.
 // Defined only when libcoll is built with PMIx (COLL_HAVE_PMIX).
 std::unique_ptr<Bootstrap> make_pmix_bootstrap(double timeout_s);

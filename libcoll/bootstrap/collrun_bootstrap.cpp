@@ -47,8 +47,8 @@ class Deadline {
   explicit Deadline(double seconds) : seconds_(seconds) {
     // Clamp so that an "infinite" timeout stays representable.
     double bounded = std::isnan(seconds) ? 0.0 : std::clamp(seconds, 0.0, 1e9);
-    end_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(bounded));
+    end_ = Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bounded));
   }
   bool expired() const { return Clock::now() >= end_; }
   // For poll(): the time left in ms, rounded up so that a wait never ends
@@ -74,15 +74,13 @@ const char* env_or_null(const char* name) {
 long long parse_env_integer(const char* name, long long min, long long max) {
   const char* text = env_or_null(name);
   if (!text)
-    fail(COLL_ERR_INVALID_ARG,
-         "%s is set but %s is not: was this process started by collrun?",
+    fail(COLL_ERR_INVALID_ARG, "%s is set but %s is not: was this process started by collrun?",
          proto::kEnvAddress, name);
   errno = 0;
   char* end = nullptr;
   long long value = std::strtoll(text, &end, 10);
   if (errno != 0 || end == text || *end != '\0' || value < min || value > max)
-    fail(COLL_ERR_INVALID_ARG, "%s='%s' is not an integer in [%lld, %lld]",
-         name, text, min, max);
+    fail(COLL_ERR_INVALID_ARG, "%s='%s' is not an integer in [%lld, %lld]", name, text, min, max);
   return value;
 }
 
@@ -98,14 +96,12 @@ std::string describe_ranks(const std::vector<uint32_t>& ranks) {
     if (i > 0) text += ", ";
     text += std::to_string(ranks[i]);
   }
-  if (ranks.size() > kShown)
-    text += strfmt(" and %zu more", ranks.size() - kShown);
+  if (ranks.size() > kShown) text += strfmt(" and %zu more", ranks.size() - kShown);
   return text;
 }
 
 [[noreturn]] void fail_connection_lost() {
-  fail(COLL_ERR_PEER_LOST,
-       "collrun closed the bootstrap connection: another rank failed?");
+  fail(COLL_ERR_PEER_LOST, "collrun closed the bootstrap connection: another rank failed?");
 }
 
 // One connection to collrun.
@@ -117,8 +113,7 @@ class CollrunConnection {
   void connect(const Deadline& deadline) {
     size_t colon = address_.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == address_.size())
-      fail(COLL_ERR_INVALID_ARG, "%s='%s' is not host:port",
-           proto::kEnvAddress, address_.c_str());
+      fail(COLL_ERR_INVALID_ARG, "%s='%s' is not host:port", proto::kEnvAddress, address_.c_str());
     std::string host = address_.substr(0, colon);
     std::string port = address_.substr(colon + 1);
     if (host.size() > 2 && host.front() == '[' && host.back() == ']')
@@ -131,10 +126,9 @@ class CollrunConnection {
     addrinfo* found = nullptr;
     int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
     if (rc != 0)
-      fail(COLL_ERR_INVALID_ARG, "%s='%s': cannot resolve: %s",
-           proto::kEnvAddress, address_.c_str(), ::gai_strerror(rc));
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(
-        found, &::freeaddrinfo);
+      fail(COLL_ERR_INVALID_ARG, "%s='%s': cannot resolve: %s", proto::kEnvAddress,
+           address_.c_str(), ::gai_strerror(rc));
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
 
     // collrun listens before it starts any rank, so the first try normally
     // succeeds; retrying covers a busy listen backlog.
@@ -146,10 +140,8 @@ class CollrunConnection {
         if (last_error == 0) return;
       }
       if (deadline.expired())
-        fail(COLL_ERR_TIMEOUT,
-             "could not connect to collrun at %s (%s) within %g s: %s",
-             address_.c_str(), proto::kEnvAddress, deadline.seconds(),
-             std::strerror(last_error));
+        fail(COLL_ERR_TIMEOUT, "could not connect to collrun at %s (%s) within %g s: %s",
+             address_.c_str(), proto::kEnvAddress, deadline.seconds(), std::strerror(last_error));
       std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
           backoff, std::chrono::milliseconds(deadline.poll_ms())));
       backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
@@ -157,8 +149,7 @@ class CollrunConnection {
   }
 
   // Sends the whole frame or throws.
-  void send_all(std::string_view bytes, const Deadline& deadline,
-                const char* what) {
+  void send_all(std::string_view bytes, const Deadline& deadline, const char* what) {
     while (!bytes.empty()) {
       ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n > 0) {
@@ -168,14 +159,13 @@ class CollrunConnection {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         if (!wait_for(POLLOUT, deadline))
-          fail(COLL_ERR_TIMEOUT,
-               "sending the %s to collrun (%s) did not finish within %g s",
-               what, address_.c_str(), deadline.seconds());
+          fail(COLL_ERR_TIMEOUT, "sending the %s to collrun (%s) did not finish within %g s", what,
+               address_.c_str(), deadline.seconds());
         continue;
       }
       if (errno == EPIPE || errno == ECONNRESET) fail_connection_lost();
-      fail_errno(COLL_ERR_PEER_LOST, errno, "sending the %s to collrun (%s)",
-                 what, address_.c_str());
+      fail_errno(COLL_ERR_PEER_LOST, errno, "sending the %s to collrun (%s)", what,
+                 address_.c_str());
     }
   }
 
@@ -189,8 +179,7 @@ class CollrunConnection {
     proto::FrameHeader header = proto::parse_header(header_bytes);
     uint64_t limit = proto::max_payload_bytes(header.type, world_size_);
     if (header.type < static_cast<uint32_t>(MessageType::kHello) ||
-        header.type > static_cast<uint32_t>(MessageType::kFailed) ||
-        header.length > limit)
+        header.type > static_cast<uint32_t>(MessageType::kFailed) || header.length > limit)
       fail(COLL_ERR_INTERNAL,
            "collrun sent a malformed frame (type %u, length %llu, at most "
            "%llu allowed): is %s the address of a collrun of the same "
@@ -209,9 +198,7 @@ class CollrunConnection {
 
  private:
   int try_connect(const addrinfo& a, const Deadline& deadline) {
-    UniqueFd fd(::socket(a.ai_family,
-                         a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                         a.ai_protocol));
+    UniqueFd fd(::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.ai_protocol));
     if (!fd) return errno;
     if (::connect(fd.get(), a.ai_addr, a.ai_addrlen) != 0) {
       if (errno != EINPROGRESS) return errno;
@@ -224,8 +211,7 @@ class CollrunConnection {
       if (rc < 0) return errno;
       int error = 0;
       socklen_t length = sizeof error;
-      if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0)
-        return errno;
+      if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) return errno;
       if (error != 0) return error;
     }
     // Rounds are small request/answer exchanges: do not let Nagle delay
@@ -243,13 +229,11 @@ class CollrunConnection {
       int rc = ::poll(&p, 1, deadline.poll_ms());
       if (rc > 0) return true;  // readiness, or an error the next call reports
       if (rc == 0) return false;
-      if (errno != EINTR)
-        fail_errno(COLL_ERR_INTERNAL, errno, "poll on the collrun connection");
+      if (errno != EINTR) fail_errno(COLL_ERR_INTERNAL, errno, "poll on the collrun connection");
     }
   }
 
-  bool receive_exactly(char* out, size_t length, const Deadline& deadline,
-                       bool started) {
+  bool receive_exactly(char* out, size_t length, const Deadline& deadline, bool started) {
     size_t got = 0;
     while (got < length) {
       ssize_t n = ::recv(fd_.get(), out + got, length - got, 0);
@@ -262,15 +246,13 @@ class CollrunConnection {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         if (!wait_for(POLLIN, deadline)) {
           if (got == 0 && !started) return false;
-          fail(COLL_ERR_TIMEOUT,
-               "collrun (%s) stopped in the middle of a message for %g s",
+          fail(COLL_ERR_TIMEOUT, "collrun (%s) stopped in the middle of a message for %g s",
                address_.c_str(), deadline.seconds());
         }
         continue;
       }
       if (errno == ECONNRESET) fail_connection_lost();
-      fail_errno(COLL_ERR_PEER_LOST, errno, "receiving from collrun (%s)",
-                 address_.c_str());
+      fail_errno(COLL_ERR_PEER_LOST, errno, "receiving from collrun (%s)", address_.c_str());
     }
     return true;
   }
@@ -303,8 +285,7 @@ class CollrunBootstrap final : public Bootstrap {
     connection_.send_all(hello, deadline, "hello");
     std::optional<Frame> answer = connection_.receive(deadline);
     if (!answer)
-      fail(COLL_ERR_TIMEOUT,
-           "collrun did not answer rank %d's hello within %g s", rank_,
+      fail(COLL_ERR_TIMEOUT, "collrun did not answer rank %d's hello within %g s", rank_,
            timeout_s);
     if (answer->type == static_cast<uint32_t>(MessageType::kWelcome)) return;
     if (answer->type == static_cast<uint32_t>(MessageType::kRefused)) {
@@ -322,12 +303,10 @@ class CollrunBootstrap final : public Bootstrap {
   int size() const override { return size_; }
   std::string job_id() const override { return job_id_; }
 
-  std::vector<std::string> allgather(const std::string& mine,
-                                     double timeout_s) override {
+  std::vector<std::string> allgather(const std::string& mine, double timeout_s) override {
     if (failure_) throw *failure_;
     if (mine.size() > proto::kMaxBlobBytes)
-      fail(COLL_ERR_INVALID_ARG,
-           "bootstrap allgather of %zu bytes: at most %llu bytes per rank",
+      fail(COLL_ERR_INVALID_ARG, "bootstrap allgather of %zu bytes: at most %llu bytes per rank",
            mine.size(), static_cast<unsigned long long>(proto::kMaxBlobBytes));
     try {
       return run_round(mine, timeout_s);
@@ -338,15 +317,12 @@ class CollrunBootstrap final : public Bootstrap {
   }
 
  private:
-  std::vector<std::string> run_round(const std::string& mine,
-                                     double timeout_s) {
+  std::vector<std::string> run_round(const std::string& mine, double timeout_s) {
     Deadline deadline(timeout_s);
     uint64_t round = ++round_;
-    connection_.send_all(proto::FrameWriter(MessageType::kRound)
-                             .put_u64(round)
-                             .put_bytes(mine)
-                             .finish(),
-                         deadline, "bootstrap round");
+    connection_.send_all(
+        proto::FrameWriter(MessageType::kRound).put_u64(round).put_bytes(mine).finish(), deadline,
+        "bootstrap round");
     std::optional<Frame> frame = connection_.receive(deadline);
     if (!frame) return after_timeout(round, mine, timeout_s);
     return take_result(*frame, round, mine);
@@ -354,14 +330,12 @@ class CollrunBootstrap final : public Bootstrap {
 
   // Asks collrun which ranks have not sent the round, to name them in the
   // error. The round may complete in that moment: then it is a success.
-  std::vector<std::string> after_timeout(uint64_t round,
-                                         const std::string& mine,
+  std::vector<std::string> after_timeout(uint64_t round, const std::string& mine,
                                          double timeout_s) {
     std::string waiting_for;
     Deadline grace(1.0);
-    connection_.send_all(
-        proto::FrameWriter(MessageType::kQuery).put_u64(round).finish(), grace,
-        "query");
+    connection_.send_all(proto::FrameWriter(MessageType::kQuery).put_u64(round).finish(), grace,
+                         "query");
     std::optional<Frame> frame = connection_.receive(grace);
     if (frame && frame->type == static_cast<uint32_t>(MessageType::kMissing)) {
       proto::PayloadReader reader(frame->payload);
@@ -377,16 +351,14 @@ class CollrunBootstrap final : public Bootstrap {
       }
       if (!ok || !reader.done() || answered_round != round)
         fail_protocol(*frame, "its answer to a query");
-      if (!missing.empty())
-        waiting_for = " waiting for " + describe_ranks(missing);
+      if (!missing.empty()) waiting_for = " waiting for " + describe_ranks(missing);
     } else if (frame) {
       return take_result(*frame, round, mine);
     }
     fail(COLL_ERR_TIMEOUT,
          "bootstrap allgather (collrun round %llu, rank %d of %d) timed out "
          "after %g s%s",
-         static_cast<unsigned long long>(round), rank_, size_, timeout_s,
-         waiting_for.c_str());
+         static_cast<unsigned long long>(round), rank_, size_, timeout_s, waiting_for.c_str());
   }
 
   std::vector<std::string> take_result(const Frame& frame, uint64_t round,
@@ -395,11 +367,10 @@ class CollrunBootstrap final : public Bootstrap {
       proto::PayloadReader reader(frame.payload);
       uint32_t status = 0;
       std::string_view message;
-      if (reader.get_u32(status) &&
-          reader.get_bytes(message, proto::kMaxMessageBytes) &&
+      if (reader.get_u32(status) && reader.get_bytes(message, proto::kMaxMessageBytes) &&
           reader.done() && status != COLL_SUCCESS)
-        fail(static_cast<int>(status), "collrun: %.*s",
-             static_cast<int>(message.size()), message.data());
+        fail(static_cast<int>(status), "collrun: %.*s", static_cast<int>(message.size()),
+             message.data());
       fail_protocol(frame, "a failure report");
     }
     if (frame.type != static_cast<uint32_t>(MessageType::kResult))
@@ -407,8 +378,8 @@ class CollrunBootstrap final : public Bootstrap {
     proto::PayloadReader reader(frame.payload);
     uint64_t answered_round = 0;
     uint32_t count = 0;
-    if (!reader.get_u64(answered_round) || !reader.get_u32(count) ||
-        answered_round != round || count != static_cast<uint32_t>(size_))
+    if (!reader.get_u64(answered_round) || !reader.get_u32(count) || answered_round != round ||
+        count != static_cast<uint32_t>(size_))
       fail_protocol(frame, "the answer to a round");
     std::vector<std::string> blobs;
     blobs.reserve(count);
@@ -427,8 +398,8 @@ class CollrunBootstrap final : public Bootstrap {
     fail(COLL_ERR_INTERNAL,
          "collrun sent a malformed %s frame (%zu bytes) as %s (rank %d, "
          "round %llu)",
-         proto::message_type_name(frame.type), frame.payload.size(), what,
-         rank_, static_cast<unsigned long long>(round_));
+         proto::message_type_name(frame.type), frame.payload.size(), what, rank_,
+         static_cast<unsigned long long>(round_));
   }
 
   CollrunConnection connection_;
@@ -445,17 +416,14 @@ class CollrunBootstrap final : public Bootstrap {
 std::unique_ptr<Bootstrap> make_collrun_bootstrap(double timeout_s) {
   const char* address = env_or_null(proto::kEnvAddress);
   if (!address) return nullptr;
-  int size = static_cast<int>(
-      parse_env_integer(proto::kEnvSize, 1, proto::kMaxRanks));
+  int size = static_cast<int>(parse_env_integer(proto::kEnvSize, 1, proto::kMaxRanks));
   int rank = static_cast<int>(parse_env_integer(proto::kEnvRank, 0, size - 1));
   const char* job_id = env_or_null(proto::kEnvJobId);
   if (!job_id || !proto::is_valid_job_id(job_id))
-    fail(COLL_ERR_INVALID_ARG,
-         "%s='%s' is not a job id (1 to %llu characters of [A-Za-z0-9_.-])",
+    fail(COLL_ERR_INVALID_ARG, "%s='%s' is not a job id (1 to %llu characters of [A-Za-z0-9_.-])",
          proto::kEnvJobId, job_id ? job_id : "",
          static_cast<unsigned long long>(proto::kMaxJobIdBytes));
-  auto bootstrap =
-      std::make_unique<CollrunBootstrap>(address, rank, size, job_id);
+  auto bootstrap = std::make_unique<CollrunBootstrap>(address, rank, size, job_id);
   bootstrap->join(timeout_s);
   return bootstrap;
 }

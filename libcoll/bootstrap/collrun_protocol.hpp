@@ -64,20 +64,28 @@ inline constexpr uint32_t kMaxRanks = 1u << 20;
 
 inline const char* message_type_name(uint32_t type) {
   switch (static_cast<MessageType>(type)) {
-    case MessageType::kHello: return "hello";
-    case MessageType::kWelcome: return "welcome";
-    case MessageType::kRefused: return "refused";
-    case MessageType::kRound: return "round";
-    case MessageType::kResult: return "result";
-    case MessageType::kQuery: return "query";
-    case MessageType::kMissing: return "missing";
-    case MessageType::kFailed: return "failed";
+    case MessageType::kHello:
+      return "hello";
+    case MessageType::kWelcome:
+      return "welcome";
+    case MessageType::kRefused:
+      return "refused";
+    case MessageType::kRound:
+      return "round";
+    case MessageType::kResult:
+      return "result";
+    case MessageType::kQuery:
+      return "query";
+    case MessageType::kMissing:
+      return "missing";
+    case MessageType::kFailed:
+      return "failed";
   }
   return "unknown";
 }
 
 // Builds one frame: header first, payload appended, length patched by
-// finish().
+// finish(), which hands the frame over (call it once).
 class FrameWriter {
  public:
   explicit FrameWriter(MessageType type) {
@@ -91,17 +99,15 @@ class FrameWriter {
     data_.append(bytes);
     return *this;
   }
-  std::string finish() && {
+  std::string finish() {
     uint64_t payload = data_.size() - kHeaderBytes;
-    for (int i = 0; i < 8; ++i)
-      data_[4 + i] = static_cast<char>((payload >> (8 * i)) & 0xff);
+    for (int i = 0; i < 8; ++i) data_[4 + i] = static_cast<char>((payload >> (8 * i)) & 0xff);
     return std::move(data_);
   }
 
  private:
   FrameWriter& put_le(uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i)
-      data_.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+    for (int i = 0; i < bytes; ++i) data_.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
     return *this;
   }
   std::string data_;
@@ -117,8 +123,7 @@ inline FrameHeader parse_header(const char* bytes) {
   for (int i = 0; i < 4; ++i)
     header.type |= uint32_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
   for (int i = 0; i < 8; ++i)
-    header.length |= uint64_t{static_cast<unsigned char>(bytes[4 + i])}
-                     << (8 * i);
+    header.length |= uint64_t{static_cast<unsigned char>(bytes[4 + i])} << (8 * i);
   return header;
 }
 
@@ -127,15 +132,22 @@ inline FrameHeader parse_header(const char* bytes) {
 // is bounded by the ranks' blobs, which the receiver bounds by its size.
 inline uint64_t max_payload_bytes(uint32_t type, uint32_t world_size) {
   switch (static_cast<MessageType>(type)) {
-    case MessageType::kHello: return 4 * 3 + 8 * 2 + 8 + kMaxJobIdBytes;
-    case MessageType::kWelcome: return 0;
-    case MessageType::kRefused: return 8 + kMaxMessageBytes;
-    case MessageType::kRound: return 8 + 8 + kMaxBlobBytes;
+    case MessageType::kHello:
+      return 4 * 3 + 8 * 2 + 8 + kMaxJobIdBytes;
+    case MessageType::kWelcome:
+      return 0;
+    case MessageType::kRefused:
+      return 8 + kMaxMessageBytes;
+    case MessageType::kRound:
+      return 8 + 8 + kMaxBlobBytes;
     case MessageType::kResult:
       return 8 + 4 + uint64_t{world_size} * (8 + kMaxBlobBytes);
-    case MessageType::kQuery: return 8;
-    case MessageType::kMissing: return 8 + 4 + uint64_t{world_size} * 4;
-    case MessageType::kFailed: return 4 + 8 + kMaxMessageBytes;
+    case MessageType::kQuery:
+      return 8;
+    case MessageType::kMissing:
+      return 8 + 4 + uint64_t{world_size} * 4;
+    case MessageType::kFailed:
+      return 4 + 8 + kMaxMessageBytes;
   }
   return 0;
 }
@@ -155,8 +167,7 @@ class PayloadReader {
   bool get_u64(uint64_t& value) { return get_le(value, 8); }
   bool get_bytes(std::string_view& bytes, uint64_t max_bytes) {
     uint64_t length = 0;
-    if (!get_u64(length) || length > max_bytes || length > rest_.size())
-      return fail();
+    if (!get_u64(length) || length > max_bytes || length > rest_.size()) return fail();
     bytes = rest_.substr(0, length);
     rest_.remove_prefix(length);
     return true;
@@ -189,8 +200,8 @@ class PayloadReader {
 inline bool is_valid_job_id(std::string_view job_id) {
   if (job_id.empty() || job_id.size() > kMaxJobIdBytes) return false;
   for (char c : job_id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.';
     if (!ok) return false;
   }
   return job_id != "." && job_id != "..";

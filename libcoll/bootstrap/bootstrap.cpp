@@ -1,0 +1,105 @@
+// Choosing a bootstrap from the environment, and the singleton bootstrap
+// used when no launcher started this process.
+#include "bootstrap/bootstrap.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "error.hpp"
+
+extern char** environ;
+
+namespace coll {
+namespace {
+
+// A job of one: allgather hands back the caller's own blob.
+class SingletonBootstrap final : public Bootstrap {
+ public:
+  SingletonBootstrap() : job_id_("single" + std::to_string(static_cast<long>(::getpid()))) {}
+
+  const char* name() const override { return "singleton"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string job_id() const override { return job_id_; }
+  std::vector<std::string> allgather(const std::string& mine, double /*timeout_s*/) override {
+    return {mine};
+  }
+
+ private:
+  std::string job_id_;
+};
+
+std::unique_ptr<Bootstrap> announce(std::unique_ptr<Bootstrap> bootstrap) {
+  if (bootstrap_debug_enabled())
+    std::fprintf(stderr, "libcoll: bootstrap %s: rank %d of %d, job id %s\n", bootstrap->name(),
+                 bootstrap->rank(), bootstrap->size(), bootstrap->job_id().c_str());
+  return bootstrap;
+}
+
+// The job size a launcher announces in its own variables, or 0 when it
+// names none: Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE, Slurm's srun
+// SLURM_NTASKS (SLURM_NPROCS in older releases).
+long launcher_job_size(const char** variable) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "SLURM_NPROCS"}) {
+    const char* text = std::getenv(name);
+    if (!text || !*text) continue;
+    char* end = nullptr;
+    long size = std::strtol(text, &end, 10);
+    if (*end == '\0' && size > 0) {
+      *variable = name;
+      return size;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool bootstrap_debug_enabled() {
+  const char* value = std::getenv("COLL_BOOTSTRAP_DEBUG");
+  return value && *value && std::strcmp(value, "0") != 0;
+}
+
+bool environment_names_pmix_server() {
+  if (std::getenv("PMIX_RANK") || std::getenv("PMIX_NAMESPACE")) return true;
+  // PMIX_SERVER_URI, PMIX_SERVER_URI2, PMIX_SERVER_URI21, PMIX_SERVER_URI4...
+  for (char** entry = environ; entry && *entry; ++entry)
+    if (std::string_view(*entry).starts_with("PMIX_SERVER_URI")) return true;
+  return false;
+}
+
+std::unique_ptr<Bootstrap> make_singleton_bootstrap() {
+  return std::make_unique<SingletonBootstrap>();
+}
+
+std::unique_ptr<Bootstrap> make_bootstrap_from_environment(double timeout_s) {
+  bool pmix_named = environment_names_pmix_server();
+#ifdef COLL_HAVE_PMIX
+  if (pmix_named)
+    if (auto bootstrap = make_pmix_bootstrap(timeout_s)) return announce(std::move(bootstrap));
+  const char* why_not_pmix = "PMIx_Init failed (COLL_BOOTSTRAP_DEBUG=1 shows why)";
+#else
+  const char* why_not_pmix = "libcoll was built without PMIx (meson setup -Dpmix=enabled)";
+#endif
+  if (auto bootstrap = make_collrun_bootstrap(timeout_s)) return announce(std::move(bootstrap));
+  if (pmix_named) {
+    // Going on alone would give every rank a world of one and silently
+    // wrong results; refuse when the launcher says the job is bigger.
+    const char* variable = nullptr;
+    long job_size = launcher_job_size(&variable);
+    if (job_size > 1)
+      fail(COLL_ERR_INVALID_ARG,
+           "a PMIx launcher started this process in a job of %ld (%s) but %s; "
+           "start the job with collrun instead",
+           job_size, variable, why_not_pmix);
+    if (bootstrap_debug_enabled())
+      std::fprintf(stderr, "libcoll: PMIx not used: %s\n", why_not_pmix);
+  }
+  return announce(make_singleton_bootstrap());
+}
+
+}  // namespace coll

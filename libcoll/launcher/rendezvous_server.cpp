@@ -1,0 +1,434 @@
+#include "rendezvous_server.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <deque>
+#include <system_error>
+
+#include <coll/coll.h>
+
+#include "bootstrap/collrun_protocol.hpp"
+
+namespace collrun {
+
+namespace proto = coll::collrun_protocol;
+using proto::MessageType;
+
+namespace {
+
+// Bytes read from one connection per wake-up, so that one rank sending a
+// large blob does not starve the others.
+constexpr size_t kReadPerWake = 256 * 1024;
+
+std::shared_ptr<const std::string> shared_frame(std::string frame) {
+  return std::make_shared<const std::string>(std::move(frame));
+}
+
+std::string round_name(uint64_t round) { return "bootstrap round " + std::to_string(round); }
+
+}  // namespace
+
+struct RendezvousServer::Connection {
+  coll::UniqueFd fd;
+  std::string input;  // bytes received and not yet taken as frames
+  std::deque<std::shared_ptr<const std::string>> output;
+  size_t output_offset = 0;  // bytes of output.front() already sent
+  int rank = -1;             // -1 until its hello is accepted
+  uint64_t epoch = 0;
+  uint64_t rounds_sent = 0;
+  bool closing = false;  // read nothing more; close once output is sent
+  bool dead = false;     // closed; removed at the end of handle()
+};
+
+RendezvousServer::RendezvousServer(int world_size, std::string job_id)
+    : world_size_(world_size), job_id_(std::move(job_id)), ranks_(static_cast<size_t>(world_size)) {
+  listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listener_) throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;  // ephemeral
+  if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+    throw std::system_error(errno, std::generic_category(), "bind to 127.0.0.1");
+  if (::listen(listener_.get(), std::max(world_size, SOMAXCONN)) != 0)
+    throw std::system_error(errno, std::generic_category(), "listen");
+  socklen_t length = sizeof address;
+  if (::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    throw std::system_error(errno, std::generic_category(), "getsockname");
+  port_ = ntohs(address.sin_port);
+}
+
+RendezvousServer::~RendezvousServer() = default;
+
+std::string RendezvousServer::address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+void RendezvousServer::set_rank_pid(int rank, pid_t pid) {
+  ranks_.at(static_cast<size_t>(rank)).pid = pid;
+}
+
+void RendezvousServer::rank_exited(int rank, const std::string& how) {
+  ranks_.at(static_cast<size_t>(rank)).exited = how;
+  settle_rounds();
+}
+
+void RendezvousServer::add_pollfds(std::vector<pollfd>& fds) {
+  first_pollfd_ = fds.size();
+  polled_.clear();
+  if (!listener_) return;
+  fds.push_back(pollfd{listener_.get(), POLLIN, 0});
+  for (Connection& connection : connections_) {
+    if (connection.dead) continue;
+    short events = connection.closing ? 0 : POLLIN;
+    if (!connection.output.empty()) events |= POLLOUT;
+    fds.push_back(pollfd{connection.fd.get(), events, 0});
+    polled_.push_back(&connection);
+  }
+}
+
+void RendezvousServer::handle(const std::vector<pollfd>& fds) {
+  if (!listener_) return;
+  for (size_t k = 0; k < polled_.size(); ++k) {
+    Connection& connection = *polled_[k];
+    short revents = fds[first_pollfd_ + 1 + k].revents;
+    if (connection.dead) continue;
+    if (revents & POLLOUT) write_to(connection);
+    if (!connection.dead && !connection.closing && (revents & (POLLIN | POLLHUP | POLLERR)))
+      read_from(connection);
+    else if (!connection.dead && (revents & (POLLHUP | POLLERR)))
+      close_connection(connection);
+  }
+  if (fds[first_pollfd_].revents & POLLIN) accept_connections();
+  connections_.remove_if([](const Connection& c) { return c.dead; });
+  polled_.clear();
+  settle_rounds();
+}
+
+void RendezvousServer::shut_down() {
+  listener_.reset();
+  connections_.clear();
+  polled_.clear();
+  rounds_.clear();
+  for (RankState& rank : ranks_) rank.connection = nullptr;
+}
+
+void RendezvousServer::accept_connections() {
+  // Connections without an accepted hello cost a descriptor each; a
+  // stranger flooding the port must not run collrun out of them.
+  size_t max_unidentified = 2 * static_cast<size_t>(world_size_) + 16;
+  for (int i = 0; i < 64; ++i) {
+    coll::UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) return;  // EAGAIN, or an error of that one connection
+    size_t unidentified = static_cast<size_t>(std::count_if(
+        connections_.begin(), connections_.end(), [](const Connection& c) { return c.rank < 0; }));
+    if (unidentified >= max_unidentified) continue;  // closes it
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    connections_.emplace_back();
+    connections_.back().fd = std::move(fd);
+  }
+}
+
+void RendezvousServer::read_from(Connection& connection) {
+  char chunk[64 * 1024];
+  size_t got = 0;
+  bool ended = false;
+  while (got < kReadPerWake) {
+    ssize_t n = ::recv(connection.fd.get(), chunk, sizeof chunk, 0);
+    if (n > 0) {
+      connection.input.append(chunk, static_cast<size_t>(n));
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    ended = true;  // end of stream, or the connection broke
+    break;
+  }
+
+  // Take every complete frame, also when the stream has ended: a rank may
+  // send its round and exit.
+  while (!connection.dead && !connection.closing &&
+         connection.input.size() >= proto::kHeaderBytes) {
+    proto::FrameHeader header = proto::parse_header(connection.input.data());
+    bool from_client = header.type == static_cast<uint32_t>(MessageType::kHello) ||
+                       header.type == static_cast<uint32_t>(MessageType::kRound) ||
+                       header.type == static_cast<uint32_t>(MessageType::kQuery);
+    uint64_t limit = proto::max_payload_bytes(header.type, static_cast<uint32_t>(world_size_));
+    if (!from_client || header.length > limit) {
+      protocol_error(connection, "a frame of type " + std::to_string(header.type) + " (" +
+                                     proto::message_type_name(header.type) + ") and length " +
+                                     std::to_string(header.length));
+      return;
+    }
+    size_t frame_bytes = proto::kHeaderBytes + header.length;
+    if (connection.input.size() < frame_bytes) {
+      connection.input.reserve(frame_bytes);
+      break;
+    }
+    std::string payload = connection.input.substr(proto::kHeaderBytes, header.length);
+    connection.input.erase(0, frame_bytes);
+    if (!handle_frame(connection, header.type, payload)) return;
+  }
+  if (ended) close_connection(connection);
+}
+
+void RendezvousServer::write_to(Connection& connection) {
+  while (!connection.output.empty()) {
+    const std::string& frame = *connection.output.front();
+    ssize_t n = ::send(connection.fd.get(), frame.data() + connection.output_offset,
+                       frame.size() - connection.output_offset, MSG_NOSIGNAL);
+    if (n > 0) {
+      connection.output_offset += static_cast<size_t>(n);
+      if (connection.output_offset == frame.size()) {
+        connection.output.pop_front();
+        connection.output_offset = 0;
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    close_connection(connection);  // the rank went away
+    return;
+  }
+  if (connection.closing) close_connection(connection);
+}
+
+void RendezvousServer::close_connection(Connection& connection) {
+  if (connection.dead) return;
+  if (connection.rank >= 0) {
+    RankState& rank = ranks_[static_cast<size_t>(connection.rank)];
+    if (rank.connection == &connection) {
+      rank.connection = nullptr;
+      rank.epoch_closed = true;
+    }
+  }
+  connection.fd.reset();
+  connection.output.clear();
+  connection.dead = true;
+}
+
+void RendezvousServer::send(Connection& connection, std::shared_ptr<const std::string> frame) {
+  if (connection.dead) return;
+  connection.output.push_back(std::move(frame));
+  write_to(connection);
+}
+
+bool RendezvousServer::handle_frame(Connection& connection, uint32_t type,
+                                    const std::string& payload) {
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kHello:
+      return handle_hello(connection, payload);
+    case MessageType::kRound:
+      return handle_round(connection, payload);
+    case MessageType::kQuery:
+      return handle_query(connection, payload);
+    default:
+      break;
+  }
+  protocol_error(connection, "an unexpected frame");
+  return false;
+}
+
+bool RendezvousServer::handle_hello(Connection& connection, const std::string& payload) {
+  if (connection.rank >= 0) {
+    protocol_error(connection, "a second hello");
+    return false;
+  }
+  proto::PayloadReader reader(payload);
+  uint32_t version = 0, rank = 0, size = 0;
+  uint64_t epoch = 0, pid = 0;
+  std::string_view job_id;
+  if (!reader.get_u32(version)) {
+    protocol_error(connection, "an empty hello");
+    return false;
+  }
+  if (version != proto::kVersion) {
+    refuse(connection, "it speaks rendezvous protocol version " + std::to_string(version) +
+                           ", this collrun " + std::to_string(proto::kVersion) +
+                           " (libcoll and collrun from different builds?)");
+    return false;
+  }
+  if (!reader.get_u32(rank) || !reader.get_u32(size) || !reader.get_u64(epoch) ||
+      !reader.get_u64(pid) || !reader.get_bytes(job_id, proto::kMaxJobIdBytes) || !reader.done()) {
+    protocol_error(connection, "a malformed hello");
+    return false;
+  }
+  std::string who = "pid " + std::to_string(pid);
+  if (job_id != job_id_) {
+    refuse(connection, who + " has COLL_JOBID=" + std::string(job_id) + " but this job is " +
+                           job_id_ + " (a process of another job?)");
+    return false;
+  }
+  if (size != static_cast<uint32_t>(world_size_)) {
+    refuse(connection, who + " has COLL_SIZE=" + std::to_string(size) + " but this job has " +
+                           std::to_string(world_size_) + " ranks");
+    return false;
+  }
+  if (rank >= static_cast<uint32_t>(world_size_)) {
+    refuse(connection, who + " has COLL_RANK=" + std::to_string(rank) +
+                           ", not a rank of this job of " + std::to_string(world_size_));
+    return false;
+  }
+  RankState& state = ranks_[rank];
+  if (state.connection) {
+    refuse(connection, who + " says it is rank " + std::to_string(rank) + " but " +
+                           rank_name(static_cast<int>(rank)) +
+                           " is connected already (two processes with the "
+                           "same COLL_RANK?)");
+    return false;
+  }
+  if (state.epoch >= 0 && static_cast<int64_t>(epoch) <= state.epoch) {
+    refuse(connection, who + ": rank " + std::to_string(rank) + " connected with bootstrap epoch " +
+                           std::to_string(epoch) + " after epoch " + std::to_string(state.epoch));
+    return false;
+  }
+  connection.rank = static_cast<int>(rank);
+  connection.epoch = epoch;
+  state.connection = &connection;
+  state.epoch = static_cast<int64_t>(epoch);
+  state.epoch_closed = false;
+  send(connection, shared_frame(proto::FrameWriter(MessageType::kWelcome).finish()));
+  return !connection.dead;
+}
+
+bool RendezvousServer::handle_round(Connection& connection, const std::string& payload) {
+  if (connection.rank < 0) {
+    protocol_error(connection, "a round before its hello");
+    return false;
+  }
+  proto::PayloadReader reader(payload);
+  uint64_t round = 0;
+  std::string_view blob;
+  if (!reader.get_u64(round) || !reader.get_bytes(blob, proto::kMaxBlobBytes) || !reader.done()) {
+    protocol_error(connection, "a malformed round");
+    return false;
+  }
+  if (round != connection.rounds_sent + 1) {
+    protocol_error(connection,
+                   round_name(round) + " after round " + std::to_string(connection.rounds_sent));
+    return false;
+  }
+  connection.rounds_sent = round;
+  PendingRound& pending = rounds_[RoundKey(connection.epoch, round)];
+  if (pending.blobs.empty()) pending.blobs.resize(static_cast<size_t>(world_size_));
+  pending.blobs[static_cast<size_t>(connection.rank)] = std::string(blob);
+  ++pending.received;
+  return true;
+}
+
+bool RendezvousServer::handle_query(Connection& connection, const std::string& payload) {
+  proto::PayloadReader reader(payload);
+  uint64_t round = 0;
+  if (connection.rank < 0 || !reader.get_u64(round) || !reader.done()) {
+    protocol_error(connection, "a malformed query");
+    return false;
+  }
+  std::vector<uint32_t> missing;
+  auto found = rounds_.find(RoundKey(connection.epoch, round));
+  if (found != rounds_.end())
+    for (size_t rank = 0; rank < found->second.blobs.size(); ++rank)
+      if (!found->second.blobs[rank]) missing.push_back(static_cast<uint32_t>(rank));
+  proto::FrameWriter answer(MessageType::kMissing);
+  answer.put_u64(round).put_u32(static_cast<uint32_t>(missing.size()));
+  for (uint32_t rank : missing) answer.put_u32(rank);
+  send(connection, shared_frame(answer.finish()));
+  return !connection.dead;
+}
+
+void RendezvousServer::refuse(Connection& connection, const std::string& reason) {
+  std::fprintf(stderr, "collrun: refused a bootstrap connection: %s\n", reason.c_str());
+  connection.closing = true;
+  send(connection, shared_frame(proto::FrameWriter(MessageType::kRefused)
+                                    .put_bytes(reason.substr(0, proto::kMaxMessageBytes))
+                                    .finish()));
+}
+
+void RendezvousServer::protocol_error(Connection& connection, const std::string& what) {
+  std::string who =
+      connection.rank >= 0 ? rank_name(connection.rank) : std::string("a new connection");
+  std::string message = who + " sent " + what + ": closing its bootstrap connection";
+  std::fprintf(stderr, "collrun: %s\n", message.c_str());
+  connection.closing = true;
+  send(connection, shared_frame(proto::FrameWriter(MessageType::kFailed)
+                                    .put_u32(COLL_ERR_INTERNAL)
+                                    .put_bytes(message.substr(0, proto::kMaxMessageBytes))
+                                    .finish()));
+}
+
+std::optional<std::string> RendezvousServer::why_never(int rank, const RoundKey& key) const {
+  const RankState& state = ranks_[static_cast<size_t>(rank)];
+  const std::string round = round_name(key.second);
+  if (state.exited) return rank_name(rank) + " " + *state.exited + " without sending " + round;
+  if (state.epoch > static_cast<int64_t>(key.first))
+    return rank_name(rank) +
+           " started a new bootstrap (init again?) without "
+           "sending " +
+           round + " of the previous one";
+  if (state.epoch == static_cast<int64_t>(key.first) && state.epoch_closed)
+    return rank_name(rank) +
+           " closed its bootstrap connection without "
+           "sending " +
+           round + " (did it fail, or finalize early?)";
+  return std::nullopt;
+}
+
+void RendezvousServer::settle_rounds() {
+  for (auto it = rounds_.begin(); it != rounds_.end();) {
+    PendingRound& round = it->second;
+    if (round.received == world_size_) {
+      complete_round(it->first, round);
+      it = rounds_.erase(it);
+      continue;
+    }
+    std::optional<std::string> reason;
+    for (int rank = 0; rank < world_size_ && !reason; ++rank)
+      if (!round.blobs[static_cast<size_t>(rank)]) reason = why_never(rank, it->first);
+    if (reason) {
+      fail_round(it->first, round, *reason);
+      it = rounds_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+}
+
+void RendezvousServer::complete_round(const RoundKey& key, PendingRound& round) {
+  proto::FrameWriter result(MessageType::kResult);
+  result.put_u64(key.second).put_u32(static_cast<uint32_t>(world_size_));
+  for (const std::optional<std::string>& blob : round.blobs) result.put_bytes(*blob);
+  // One copy of the frame, shared by every rank's output queue.
+  auto frame = shared_frame(result.finish());
+  round.blobs.clear();
+  for (RankState& rank : ranks_)
+    if (rank.connection && rank.connection->epoch == key.first) send(*rank.connection, frame);
+}
+
+void RendezvousServer::fail_round(const RoundKey& key, PendingRound& round,
+                                  const std::string& reason) {
+  std::fprintf(stderr, "collrun: %s; failing %s for the ranks in it\n", reason.c_str(),
+               round_name(key.second).c_str());
+  auto frame = shared_frame(proto::FrameWriter(MessageType::kFailed)
+                                .put_u32(COLL_ERR_PEER_LOST)
+                                .put_bytes(reason.substr(0, proto::kMaxMessageBytes))
+                                .finish());
+  for (size_t rank = 0; rank < round.blobs.size(); ++rank) {
+    Connection* connection = ranks_[rank].connection;
+    if (round.blobs[rank] && connection && connection->epoch == key.first) send(*connection, frame);
+  }
+}
+
+std::string RendezvousServer::rank_name(int rank) const {
+  pid_t pid = ranks_[static_cast<size_t>(rank)].pid;
+  std::string name = "rank " + std::to_string(rank);
+  if (pid > 0) name += " (pid " + std::to_string(pid) + ")";
+  return name;
+}
+
+}  // namespace collrun

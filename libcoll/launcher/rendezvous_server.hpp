@@ -1,0 +1,102 @@
+// RendezvousServer: collrun's side of the bootstrap protocol
+// (libcoll/bootstrap/collrun_protocol.hpp). It listens on 127.0.0.1, checks
+// each rank's hello against the job, and answers a round of allgather to
+// every rank once all ranks have sent it.
+//
+// A round that can no longer complete — a rank exited, closed its
+// connection or moved on to a new bootstrap without sending it — is failed
+// at once with a message naming that rank, so the ranks waiting in it get
+// COLL_ERR_PEER_LOST instead of waiting for their timeout.
+//
+// Non-blocking throughout: it does its I/O when collrun's poll() loop says
+// a descriptor is ready, and never waits itself.
+#pragma once
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bootstrap/unique_fd.hpp"
+
+namespace collrun {
+
+class RendezvousServer {
+ public:
+  // Listens on 127.0.0.1 at an ephemeral port. Throws std::system_error.
+  RendezvousServer(int world_size, std::string job_id);
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  // "127.0.0.1:PORT", for COLL_BOOTSTRAP.
+  std::string address() const;
+
+  void set_rank_pid(int rank, pid_t pid);
+  // The rank's process has ended (`how`: "exited with status 0", ...).
+  void rank_exited(int rank, const std::string& how);
+
+  // poll() integration: append this server's descriptors, then hand the
+  // same vector back after poll().
+  void add_pollfds(std::vector<pollfd>& fds);
+  void handle(const std::vector<pollfd>& fds);
+
+  // Closes the listening socket and every connection: ranks still in the
+  // bootstrap see the connection close (COLL_ERR_PEER_LOST).
+  void shut_down();
+
+ private:
+  struct Connection;
+  struct RankState {
+    pid_t pid = 0;
+    Connection* connection = nullptr;   // its open connection, if any
+    int64_t epoch = -1;                 // epoch of its latest connection
+    uint64_t rounds_sent = 0;           // rounds sent on that connection
+    bool epoch_closed = false;          // that connection has closed
+    std::optional<std::string> exited;  // how its process ended
+  };
+  struct PendingRound {
+    std::vector<std::optional<std::string>> blobs;
+    int received = 0;
+  };
+  using RoundKey = std::pair<uint64_t, uint64_t>;  // epoch, round
+
+  void accept_connections();
+  void read_from(Connection& connection);
+  void write_to(Connection& connection);
+  void close_connection(Connection& connection);
+  bool handle_frame(Connection& connection, uint32_t type, const std::string& payload);
+  bool handle_hello(Connection& connection, const std::string& payload);
+  bool handle_round(Connection& connection, const std::string& payload);
+  bool handle_query(Connection& connection, const std::string& payload);
+  void refuse(Connection& connection, const std::string& reason);
+  void protocol_error(Connection& connection, const std::string& what);
+  void send(Connection& connection, std::shared_ptr<const std::string> frame);
+
+  // Why `rank` can never send round `key`, or nullopt while it still may.
+  std::optional<std::string> why_never(int rank, const RoundKey& key) const;
+  // Completes or fails the rounds whose fate is now known.
+  void settle_rounds();
+  void complete_round(const RoundKey& key, PendingRound& round);
+  void fail_round(const RoundKey& key, PendingRound& round, const std::string& reason);
+  std::string rank_name(int rank) const;
+
+  int world_size_;
+  std::string job_id_;
+  coll::UniqueFd listener_;
+  int port_ = 0;
+  std::vector<RankState> ranks_;
+  std::list<Connection> connections_;
+  std::map<RoundKey, PendingRound> rounds_;
+  size_t first_pollfd_ = 0;
+  std::vector<Connection*> polled_;
+};
+
+}  // namespace collrun

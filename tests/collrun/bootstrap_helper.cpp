@@ -1,0 +1,247 @@
+// A rank program for the bootstrap tests, linked with libcoll's bootstrap
+// code. argv[1] picks the scenario; the exit status and the lines printed
+// say what happened ("FAIL ..." lines explain a failure).
+//
+//   allgather NAME     checks it runs under bootstrap NAME, then allgathers
+//                      blobs of 0, 1, 1 MiB, rank-dependent and mixed sizes
+//                      and checks every byte of every rank's blob
+//   reinit             two bootstraps one after the other, as a program
+//                      that initializes twice would make
+//   peer-exits         rank 1 exits 0 at once; rank 0's allgather must fail
+//                      with COLL_ERR_PEER_LOST (exit 0 if it does)
+//   peer-closes        rank 1 joins and leaves the bootstrap, then sleeps;
+//                      rank 0 expects COLL_ERR_PEER_LOST and exits 42
+//   timeout            rank 1 joins and sleeps; rank 0's allgather with a
+//                      1 s timeout expects COLL_ERR_TIMEOUT naming rank 1
+//                      and exits 42
+//   refuse-jobid       COLL_JOBID changed: expects collrun to refuse
+//   refuse-size        COLL_SIZE changed (rank 0): expects a refusal
+//   duplicate-rank     every rank says it is rank 0: prints "welcome" or
+//                      "refused"
+//   garbage            (one rank) sends collrun malformed frames on raw
+//                      connections, expects each refused or failed, then
+//                      bootstraps normally
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "allgather_rounds.hpp"
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/collrun_protocol.hpp"
+#include "bootstrap/unique_fd.hpp"
+#include "error.hpp"
+
+namespace {
+
+using collrun_test::check;
+using collrun_test::failures;
+using collrun_test::run_rounds;
+
+constexpr double kTimeout = 60;
+
+int env_int(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::atoi(value) : -1;
+}
+
+int run_allgather(const char* expected_name) {
+  auto bootstrap = coll::make_bootstrap_from_environment(kTimeout);
+  check(std::strcmp(bootstrap->name(), expected_name) == 0,
+        std::string("bootstrap ") + bootstrap->name() + ", expected " + expected_name);
+  if (std::strcmp(expected_name, "collrun") == 0) {
+    check(bootstrap->rank() == env_int("COLL_RANK"), "rank");
+    check(bootstrap->size() == env_int("COLL_SIZE"), "size");
+    check(bootstrap->job_id() == std::getenv("COLL_JOBID"), "job id");
+  }
+  run_rounds(*bootstrap, 0);
+  std::printf("ok rank %d of %d, job %s\n", bootstrap->rank(), bootstrap->size(),
+              bootstrap->job_id().c_str());
+  return failures == 0 ? 0 : 1;
+}
+
+int run_reinit() {
+  for (int time = 0; time < 2; ++time) {
+    auto bootstrap = coll::make_bootstrap_from_environment(kTimeout);
+    run_rounds(*bootstrap, 100 * time);
+  }
+  std::printf("ok reinit\n");
+  return failures == 0 ? 0 : 1;
+}
+
+// Runs one allgather that must fail with `expected`; returns true if it did.
+bool expect_failure(coll::Bootstrap& bootstrap, int expected, double timeout_s,
+                    const char* must_mention) {
+  try {
+    bootstrap.allgather("x", timeout_s);
+    check(false, "allgather succeeded");
+    return false;
+  } catch (const coll::Error& error) {
+    std::printf("rank %d got status %d: %s\n", bootstrap.rank(), error.status(), error.what());
+    check(error.status() == expected, "status " + std::to_string(error.status()));
+    check(std::strstr(error.what(), must_mention) != nullptr,
+          std::string("message lacks '") + must_mention + "'");
+  }
+  // Failures are sticky: the next call fails the same way at once.
+  try {
+    bootstrap.allgather("y", timeout_s);
+    check(false, "allgather after a failure succeeded");
+  } catch (const coll::Error& error) {
+    check(error.status() == expected, "sticky status");
+  }
+  return failures == 0;
+}
+
+[[noreturn]] void sleep_until_killed() {
+  for (int i = 0; i < 600; ++i) ::sleep(1);
+  std::_Exit(99);
+}
+
+int run_failure_scenario(const std::string& mode) {
+  int rank = env_int("COLL_RANK");
+  if (mode == "peer-exits") {
+    if (rank == 1) return 0;
+    auto bootstrap = coll::make_bootstrap_from_environment(kTimeout);
+    return expect_failure(*bootstrap, COLL_ERR_PEER_LOST, kTimeout, "rank 1 (pid ") ? 0 : 1;
+  }
+  if (mode == "peer-closes") {
+    if (rank == 1) {
+      coll::make_bootstrap_from_environment(kTimeout).reset();
+      sleep_until_killed();
+    }
+    auto bootstrap = coll::make_bootstrap_from_environment(kTimeout);
+    return expect_failure(*bootstrap, COLL_ERR_PEER_LOST, kTimeout,
+                          "closed its bootstrap connection")
+               ? 42
+               : 1;
+  }
+  if (mode == "timeout") {
+    auto bootstrap = coll::make_bootstrap_from_environment(kTimeout);
+    if (rank == 1) sleep_until_killed();
+    return expect_failure(*bootstrap, COLL_ERR_TIMEOUT, 1.0, "waiting for rank 1") ? 42 : 1;
+  }
+  return 2;
+}
+
+int run_refusal(const std::string& mode) {
+  int rank = env_int("COLL_RANK");
+  if (mode == "refuse-jobid") ::setenv("COLL_JOBID", "another-job", 1);
+  if (mode == "refuse-size") {
+    if (rank != 0) return 0;
+    ::setenv("COLL_SIZE", "7", 1);
+  }
+  if (mode == "duplicate-rank") ::setenv("COLL_RANK", "0", 1);
+  try {
+    auto bootstrap = coll::make_collrun_bootstrap(kTimeout);
+    std::printf("welcome\n");
+    return mode == "duplicate-rank" ? 0 : 1;
+  } catch (const coll::Error& error) {
+    std::printf("refused: status %d: %s\n", error.status(), error.what());
+    bool ok = error.status() == COLL_ERR_INVALID_ARG &&
+              std::strstr(error.what(), "collrun refused") != nullptr;
+    return ok ? 0 : 1;
+  }
+}
+
+namespace proto = coll::collrun_protocol;
+
+// A raw connection to collrun (COLL_BOOTSTRAP is 127.0.0.1:PORT).
+coll::UniqueFd connect_raw() {
+  std::string address = std::getenv("COLL_BOOTSTRAP");
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port =
+      htons(static_cast<uint16_t>(std::atoi(address.substr(address.rfind(':') + 1).c_str())));
+  peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  coll::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&peer), sizeof peer) != 0) fd.reset();
+  return fd;
+}
+
+// Sends `bytes`, then reads until collrun closes the connection (bounded);
+// returns the type of the first frame collrun answered with, 0 if none.
+uint32_t send_and_read_answer(const std::string& bytes) {
+  coll::UniqueFd fd = connect_raw();
+  check(fd.valid(), "raw connect");
+  if (!fd) return 0;
+  [[maybe_unused]] ssize_t sent = ::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::string answer;
+  for (;;) {
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, 20000) <= 0) {
+      check(false, "collrun kept a bad connection open");
+      break;
+    }
+    char chunk[4096];
+    ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
+    if (n <= 0) break;  // closed by collrun
+    answer.append(chunk, static_cast<size_t>(n));
+  }
+  if (answer.size() < proto::kHeaderBytes) return 0;
+  return proto::parse_header(answer.data()).type;
+}
+
+int run_garbage() {
+  const uint32_t kFailed = static_cast<uint32_t>(proto::MessageType::kFailed);
+  const uint32_t kRefused = static_cast<uint32_t>(proto::MessageType::kRefused);
+  std::string unknown_type = proto::FrameWriter(proto::MessageType::kWelcome).finish();
+  unknown_type[0] = 99;
+  check(send_and_read_answer(unknown_type) == kFailed, "unknown frame type");
+
+  std::string round_first =
+      proto::FrameWriter(proto::MessageType::kRound).put_u64(1).put_bytes("x").finish();
+  check(send_and_read_answer(round_first) == kFailed, "round before hello");
+
+  // A hello that claims a terabyte: refused before anything is allocated.
+  std::string huge = proto::FrameWriter(proto::MessageType::kHello).finish();
+  huge[9] = 1;  // length 2^40
+  check(send_and_read_answer(huge) == kFailed, "huge hello");
+
+  std::string truncated =
+      proto::FrameWriter(proto::MessageType::kHello).put_u32(proto::kVersion).put_u32(0).finish();
+  check(send_and_read_answer(truncated) == kFailed, "truncated hello");
+
+  std::string old_version = proto::FrameWriter(proto::MessageType::kHello)
+                                .put_u32(proto::kVersion + 1)
+                                .put_u32(0)
+                                .put_u32(1)
+                                .put_u64(0)
+                                .put_u64(1)
+                                .put_bytes(std::getenv("COLL_JOBID"))
+                                .finish();
+  check(send_and_read_answer(old_version) == kRefused, "hello of another version");
+
+  // collrun still serves the real rank.
+  auto bootstrap = coll::make_collrun_bootstrap(kTimeout);
+  check(bootstrap->allgather("still works", kTimeout) == std::vector<std::string>{"still works"},
+        "allgather after the garbage");
+  std::printf("ok garbage\n");
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  std::string mode = argv[1];
+  try {
+    if (mode == "allgather") return run_allgather(argc > 2 ? argv[2] : "collrun");
+    if (mode == "reinit") return run_reinit();
+    if (mode == "peer-exits" || mode == "peer-closes" || mode == "timeout")
+      return run_failure_scenario(mode);
+    if (mode.starts_with("refuse-") || mode == "duplicate-rank") return run_refusal(mode);
+    if (mode == "garbage") return run_garbage();
+  } catch (const coll::Error& error) {
+    std::printf("FAIL coll::Error status %d: %s\n", error.status(), error.what());
+    return 1;
+  }
+  std::fprintf(stderr, "bootstrap_helper: unknown mode %s\n", mode.c_str());
+  return 2;
+}

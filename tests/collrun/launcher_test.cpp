@@ -1,0 +1,332 @@
+// collrun run for real on launch_helper (tests/collrun/launch_helper.cpp).
+// Every run is bounded by run_process's limit, far above what a run needs
+// but far below the helper's own ten minutes of sleep: a launcher that did
+// not end ranks shows up as timed_out, never as a hung test.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "run_process.hpp"
+
+namespace collrun_test {
+namespace {
+
+class CollrunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    collrun_ = path_from_env("COLLRUN");
+    helper_ = path_from_env("LAUNCH_HELPER");
+    ASSERT_FALSE(collrun_.empty()) << "COLLRUN is not set (run through meson)";
+    ASSERT_FALSE(helper_.empty()) << "LAUNCH_HELPER is not set";
+  }
+
+  ProcessResult collrun(std::vector<std::string> args, const std::vector<std::string>& env = {},
+                        const std::string& input = "") {
+    args.insert(args.begin(), collrun_);
+    return run_process(args, env, 120, input);
+  }
+
+  std::string collrun_;
+  std::string helper_;
+};
+
+std::string explain(const ProcessResult& r) {
+  return "status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") +
+         "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
+}
+
+TEST_F(CollrunTest, AllRanksExitZeroGivesZero) {
+  ProcessResult r = collrun({"-np", "3", helper_, "exit", "0", "0", "0"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.status, 0) << explain(r);
+}
+
+TEST_F(CollrunTest, FirstFailingRankGivesTheStatusAndEndsTheOthers) {
+  // Rank 1 exits 3 while rank 2 would sleep for ten minutes.
+  ProcessResult r = collrun({"-np", "3", helper_, "exit", "0", "3", "sleep"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 3) << explain(r);
+  EXPECT_NE(r.err.find("collrun: rank 1 (pid "), std::string::npos) << explain(r);
+  EXPECT_NE(r.err.find(") exited with status 3; terminating the job"), std::string::npos)
+      << explain(r);
+}
+
+TEST_F(CollrunTest, RankKilledBySignalGives128PlusSignal) {
+  ProcessResult r = collrun({"-np", "3", helper_, "exit", "sleep", "sleep", "kill9"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 128 + 9) << explain(r);
+  EXPECT_TRUE(
+      std::regex_search(r.err, std::regex("collrun: rank 2 \\(pid [0-9]+\\) killed by signal 9 "
+                                          "\\([^)]*\\); terminating the job")))
+      << explain(r);
+  // One line names the failure; the ranks collrun ended are not reported
+  // as failures of their own.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << explain(r);
+}
+
+TEST_F(CollrunTest, RankIgnoringSigtermIsKilled) {
+  ProcessResult r = collrun({"-np", "2", helper_, "ignore-term"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 7) << explain(r);
+  EXPECT_NE(r.out.find("rank 1 ignores SIGTERM"), std::string::npos) << explain(r);
+}
+
+TEST_F(CollrunTest, TimeoutEndsTheJobWith124) {
+  ProcessResult r = collrun({"--timeout", "1", "-np", "2", helper_, "sleep"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 124) << explain(r);
+  EXPECT_NE(r.err.find("collrun: job timed out after 1 s"), std::string::npos) << explain(r);
+}
+
+TEST_F(CollrunTest, SigtermToCollrunIsForwardedToTheRanks) {
+  ProcessResult r = collrun({"-np", "3", helper_, "signal-launcher"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 128 + 15) << explain(r);  // the ranks died of it
+  EXPECT_NE(r.err.find("collrun: received signal 15"), std::string::npos) << explain(r);
+}
+
+TEST_F(CollrunTest, EnvironmentNamesTheJob) {
+  ProcessResult r = collrun({"-np", "2", helper_, "env", "COLL_RANK", "COLL_SIZE",
+                             "COLL_LOCAL_RANK", "COLL_LOCAL_SIZE", "COLL_JOBID", "COLL_BOOTSTRAP"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string tag = "rank " + std::to_string(rank) + " ";
+    EXPECT_NE(r.out.find(tag + "COLL_RANK=" + std::to_string(rank) + "\n"), std::string::npos)
+        << explain(r);
+    EXPECT_NE(r.out.find(tag + "COLL_SIZE=2\n"), std::string::npos);
+    EXPECT_NE(r.out.find(tag + "COLL_LOCAL_RANK=" + std::to_string(rank)), std::string::npos);
+    EXPECT_NE(r.out.find(tag + "COLL_LOCAL_SIZE=2\n"), std::string::npos);
+  }
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.out, match, std::regex("rank 0 COLL_JOBID=([A-Za-z0-9_.-]+)\n")))
+      << explain(r);
+  std::string job_id = match[1];
+  EXPECT_NE(r.out.find("rank 1 COLL_JOBID=" + job_id + "\n"), std::string::npos);
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex("rank 0 COLL_BOOTSTRAP=127\\.0\\.0\\.1:[0-9]+\n")));
+
+  // Another job gets another id.
+  ProcessResult again = collrun({"-np", "1", helper_, "env", "COLL_JOBID"});
+  ASSERT_EQ(again.status, 0);
+  EXPECT_EQ(again.out.find(job_id), std::string::npos) << again.out;
+}
+
+TEST_F(CollrunTest, DashXForwardsAndSets) {
+  ProcessResult r =
+      collrun({"-x", "FORWARDED_VAR", "-x", "SET_VAR=set value", "-x", "COLL_FAKE=a=b", "-np", "2",
+               helper_, "env", "FORWARDED_VAR", "SET_VAR", "COLL_FAKE", "PMIX_RANK"},
+              {"FORWARDED_VAR=from collrun", "SET_VAR=overridden", "PMIX_RANK=5"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  for (std::string rank : {"0", "1"}) {
+    EXPECT_NE(r.out.find("rank " + rank + " FORWARDED_VAR=from collrun\n"), std::string::npos)
+        << explain(r);
+    EXPECT_NE(r.out.find("rank " + rank + " SET_VAR=set value\n"), std::string::npos) << explain(r);
+    EXPECT_NE(r.out.find("rank " + rank + " COLL_FAKE=a=b\n"), std::string::npos) << explain(r);
+    // An outer PMIx launcher's identity is not passed on.
+    EXPECT_NE(r.out.find("rank " + rank + " PMIX_RANK unset\n"), std::string::npos) << explain(r);
+  }
+}
+
+TEST_F(CollrunTest, DashXOfAnUnsetVariableWarns) {
+  ProcessResult r = collrun(
+      {"-x", "SURELY_NOT_SET_ANYWHERE", "-np", "1", helper_, "env", "SURELY_NOT_SET_ANYWHERE"},
+      {"SURELY_NOT_SET_ANYWHERE"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  EXPECT_NE(r.err.find("SURELY_NOT_SET_ANYWHERE is not set"), std::string::npos) << explain(r);
+  EXPECT_NE(r.out.find("rank 0 SURELY_NOT_SET_ANYWHERE unset"), std::string::npos);
+}
+
+// Every line of a stream with --tag-output: the prefix, then exactly what
+// the helper wrote as one line.
+void expect_whole_tagged_lines(const std::string& text, const char* stream, int ranks,
+                               int lines_per_rank) {
+  std::regex line_format(std::string("\\[1,([0-9]+)\\]<") + stream +
+                         ">:rank ([0-9]+) fd [12] line ([0-9]+) x+ end");
+  std::map<int, int> next_line;
+  for (const std::string& line : split_lines(text)) {
+    std::smatch match;
+    ASSERT_TRUE(std::regex_match(line, match, line_format))
+        << "not a whole tagged line: '" << line << "'";
+    int tag_rank = std::stoi(match[1]);
+    EXPECT_EQ(tag_rank, std::stoi(match[2]));
+    // A rank's lines keep their order.
+    EXPECT_EQ(std::stoi(match[3]), next_line[tag_rank]++);
+  }
+  for (int rank = 0; rank < ranks; ++rank)
+    EXPECT_EQ(next_line[rank], lines_per_rank) << "rank " << rank;
+}
+
+TEST_F(CollrunTest, TagOutputPrefixesWholeLines) {
+  ProcessResult r = collrun({"--tag-output", "-np", "3", helper_, "lines", "300"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  expect_whole_tagged_lines(r.out, "stdout", 3, 300);
+  expect_whole_tagged_lines(r.err, "stderr", 3, 300);
+}
+
+TEST_F(CollrunTest, LinesOfRanksNeverInterleave) {
+  ProcessResult r = collrun({"-np", "3", helper_, "lines", "300"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  std::regex line_format("rank ([0-9]) fd 1 line ([0-9]+) x+ end");
+  int lines = 0;
+  for (const std::string& line : split_lines(r.out)) {
+    ASSERT_TRUE(std::regex_match(line, line_format)) << "'" << line << "'";
+    ++lines;
+  }
+  EXPECT_EQ(lines, 900);
+}
+
+TEST_F(CollrunTest, PartialLinesAreHeldUntilComplete) {
+  ProcessResult r = collrun({"--tag-output", "-np", "2", helper_, "partial"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  std::multiset<std::string> lines;
+  for (const std::string& line : split_lines(r.out)) lines.insert(line);
+  for (std::string rank : {"0", "1"}) {
+    std::string tag = "[1," + rank + "]<stdout>:";
+    EXPECT_EQ(lines.count(tag + "first half second half of rank " + rank), 1u) << r.out;
+    EXPECT_EQ(lines.count(tag + "no newline at the end"), 1u) << r.out;
+  }
+  EXPECT_EQ(lines.size(), 4u) << r.out;
+}
+
+TEST_F(CollrunTest, StdinGoesToRankZero) {
+  ProcessResult r = collrun({"-np", "2", helper_, "stdin"}, {}, "some input\nmore\n");
+  ASSERT_EQ(r.status, 0) << explain(r);
+  EXPECT_EQ(r.out, "some input\nmore\n");
+}
+
+bool shm_entries_with_prefix_exist(const std::string& prefix) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return false;
+  bool found = false;
+  while (dirent* entry = ::readdir(dir))
+    if (std::string(entry->d_name).starts_with(prefix)) found = true;
+  ::closedir(dir);
+  return found;
+}
+
+TEST_F(CollrunTest, SharedMemoryOfAKilledJobIsRemoved) {
+  ProcessResult r = collrun({"-np", "3", helper_, "shm-then-die"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 128 + 9) << explain(r);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.out, match,
+                                std::regex("created /dev/shm/coll-([A-Za-z0-9_.-]+)-helper-0")))
+      << explain(r);
+  std::string prefix = "coll-" + std::string(match[1]) + "-";
+  EXPECT_FALSE(shm_entries_with_prefix_exist(prefix))
+      << "collrun left /dev/shm/" << prefix << "* behind";
+}
+
+TEST_F(CollrunTest, SharedMemoryIsRemovedAfterAFailedJobToo) {
+  // ignore-term leaves a marker file in the job's /dev/shm namespace.
+  ProcessResult r = collrun({"-np", "2", helper_, "ignore-term"});
+  ASSERT_EQ(r.status, 7) << explain(r);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.out, match,
+                                std::regex("rank 1 ignores SIGTERM in job ([A-Za-z0-9_.-]+)")))
+      << explain(r);
+  std::string prefix = "coll-" + std::string(match[1]) + "-";
+  EXPECT_FALSE(shm_entries_with_prefix_exist(prefix))
+      << "collrun left /dev/shm/" << prefix << "* behind";
+}
+
+// "rank R cpus 0 1 ..." lines of the affinity helper, by rank.
+std::map<int, std::set<int>> parse_affinity(const std::string& out) {
+  std::map<int, std::set<int>> sets;
+  std::regex format("rank ([0-9]+) cpus((?: [0-9]+)+)");
+  for (const std::string& line : split_lines(out)) {
+    std::smatch match;
+    if (!std::regex_match(line, match, format)) continue;
+    std::set<int>& cpus = sets[std::stoi(match[1])];
+    std::string list = match[2];
+    for (size_t at = 0; at < list.size();) {
+      size_t used = 0;
+      cpus.insert(std::stoi(list.substr(at), &used));
+      at += used;
+    }
+  }
+  return sets;
+}
+
+TEST_F(CollrunTest, BindToCoreGivesEachRankOneCore) {
+  ProcessResult unbound = collrun({"-np", "1", helper_, "affinity"});
+  ASSERT_EQ(unbound.status, 0) << explain(unbound);
+  std::set<int> allowed = parse_affinity(unbound.out)[0];
+  ASSERT_FALSE(allowed.empty()) << unbound.out;
+
+  ProcessResult r = collrun({"--bind-to", "core", "-np", "2", helper_, "affinity"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  std::map<int, std::set<int>> sets = parse_affinity(r.out);
+  ASSERT_EQ(sets.size(), 2u) << r.out;
+  for (auto& [rank, cpus] : sets) {
+    EXPECT_FALSE(cpus.empty());
+    EXPECT_TRUE(std::includes(allowed.begin(), allowed.end(), cpus.begin(), cpus.end()))
+        << "rank " << rank << " is bound outside collrun's CPUs\n"
+        << r.out;
+  }
+  if (sets[0] != allowed) {
+    // More than one core: the two ranks share none.
+    std::vector<int> shared;
+    std::set_intersection(sets[0].begin(), sets[0].end(), sets[1].begin(), sets[1].end(),
+                          std::back_inserter(shared));
+    EXPECT_TRUE(shared.empty()) << r.out;
+  }
+  // Unbound is the default.
+  ProcessResult again = collrun({"-np", "2", helper_, "affinity"});
+  ASSERT_EQ(again.status, 0);
+  for (auto& [rank, cpus] : parse_affinity(again.out)) EXPECT_EQ(cpus, allowed) << again.out;
+}
+
+TEST_F(CollrunTest, BadUsageExitsTwo) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{helper_}, "missing -np"},
+      {{"-np", "2"}, "no program"},
+      {{"-np", "0", helper_}, "not a positive integer"},
+      {{"-np", "abc", helper_}, "not a positive integer"},
+      {{"-np", "-3", helper_}, "not a positive integer"},
+      {{"-np"}, "needs a value"},
+      {{"--timeout", "soon", "-np", "1", helper_}, "--timeout 'soon'"},
+      {{"--bind-to", "socket", "-np", "1", helper_}, "--bind-to 'socket'"},
+      {{"--mca", "btl", "self", "-np", "1", helper_}, "unknown option '--mca'"},
+      {{"-np", "1", "surely-no-such-program-here"}, "'surely-no-such-program-here' not found"},
+      {{"-np", "1", "./surely/no/such/program"}, "'./surely/no/such/program' not found"},
+  };
+  for (const Case& c : cases) {
+    ProcessResult r = collrun(c.args);
+    EXPECT_EQ(r.status, 2) << c.message << "\n" << explain(r);
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n"
+                                                        << r.err;
+  }
+}
+
+TEST_F(CollrunTest, MpirunFlagsAreAccepted) {
+  ProcessResult r = collrun({"--allow-run-as-root", "--oversubscribe", "-n", "2", "--bind-to",
+                             "none", "--np=2", helper_, "exit", "0", "0"});
+  EXPECT_EQ(r.status, 0) << explain(r);
+  ProcessResult help = collrun({"--help"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("usage: collrun -np N"), std::string::npos);
+}
+
+TEST_F(CollrunTest, ProgramArgumentsAreNotOptions) {
+  // Options after the program belong to the program.
+  ProcessResult r = collrun({"-np", "1", helper_, "env", "-np", "--tag-output"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  EXPECT_EQ(r.out, "rank 0 -np unset\nrank 0 --tag-output unset\n");
+}
+
+}  // namespace
+}  // namespace collrun_test
