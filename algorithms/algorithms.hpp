@@ -33,6 +33,14 @@ void ring_allreduce(Channel& ch, const AllreduceArgs& args);
 void ring_bcast(Channel& ch, const BcastArgs& args);
 void dissemination_barrier(Channel& ch);
 
+void tree_allreduce(Channel& ch, const AllreduceArgs& args);
+void binomial_allreduce(Channel& ch, const AllreduceArgs& args);
+void recursive_doubling_allreduce(Channel& ch, const AllreduceArgs& args);
+void rabenseifner_allreduce(Channel& ch, const AllreduceArgs& args);
+void binomial_bcast(Channel& ch, const BcastArgs& args);
+void tree_bcast(Channel& ch, const BcastArgs& args);
+void scatter_allgather_bcast(Channel& ch, const BcastArgs& args);
+
 struct AllreduceAlgorithm {
   const char* name;
   AllreduceFn run;
@@ -47,8 +55,23 @@ struct BcastAlgorithm {
 const AllreduceAlgorithm& find_allreduce(const std::string& name);
 const BcastAlgorithm& find_bcast(const std::string& name);
 
-// The automatic choice for a call of `bytes` bytes on nranks ranks.
+// Lookup by name: nullptr when the name is unknown.
+const AllreduceAlgorithm* lookup_allreduce(const std::string& name);
+const BcastAlgorithm* lookup_bcast(const std::string& name);
+// The valid names, ", "-separated, for messages.
+std::string allreduce_names();
+std::string bcast_names();
+
+// The automatic choice for a call of `bytes` bytes on nranks ranks, from
+// the selection table (selection.hpp): the compiled-in defaults, overridden
+// by the file COLL_TUNING_FILE names. The file is read at the first call;
+// a bad file throws coll::Error(COLL_ERR_INVALID_ARG) naming the file and
+// line (at every call until it is fixed).
 const AllreduceAlgorithm& choose_allreduce(int nranks, size_t bytes);
 const BcastAlgorithm& choose_bcast(int nranks, size_t bytes);
+// Builds the selection table now (reads COLL_TUNING_FILE when it is set), so
+// that a bad file fails coll_init rather than the first collective; throws
+// as choose_* would.
+void load_selection();
 
 }  // namespace coll

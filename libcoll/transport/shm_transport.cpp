@@ -1,11 +1,13 @@
-// Shared-memory backend: all ranks on one host.
+// Shared-memory backend: all ranks on one host (or, as the shm half of the
+// shm+tcp transport, the peers on this rank's host).
 //
 // Each rank creates one POSIX shared-memory segment, "/coll-<job>-<rank>",
-// holding a header (owner pid, the owner's mapping address and a table of
-// registered regions) followed by the rank's window memory. Peers map every
-// segment at setup; after a barrier each rank unlinks its own name, so
-// nothing is left in /dev/shm even if a rank is killed later (collrun
-// removes coll-<job>-* as a safety net for a kill during setup).
+// holding a header (owner pid, the owner's mapping address and the table of
+// registered regions, region_table.hpp) followed by the rank's window
+// memory. Peers map every segment at setup; after a barrier each rank
+// unlinks its own name, so nothing is left in /dev/shm even if a rank is
+// killed later (collrun removes coll-<job>-* as a safety net for a kill
+// during setup).
 //
 // A write looks up the rkey in the *target's* region table, checks the
 // range, and copies. Regions inside the target's segment are reached
@@ -28,38 +30,26 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
+#include "transport/host_identity.hpp"
+#include "transport/region_table.hpp"
+#include "transport/shm_transport.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
 namespace {
 
 constexpr uint64_t kMagic = 0x636f6c6c73686d31ULL;  // "collshm1"
-constexpr uint32_t kMaxRegions = 1024;               // power of two
-constexpr uint32_t kIndexBits = 10;
-
-enum RegionKind : uint32_t { kInSegment = 1, kProcessMemory = 2 };
-
-// One registered region, published in the owner's segment. rkey 0 means
-// the entry is free; writers read rkey first (acquire) and check it again
-// after reading the range.
-struct RegionEntry {
-  std::atomic<uint32_t> rkey;
-  uint32_t kind;
-  uint64_t addr;
-  uint64_t length;
-};
 
 struct SegmentHeader {
   uint64_t magic;
   int64_t pid;
   uint64_t base;  // where the owner mapped the segment
   uint64_t window_offset;
-  RegionEntry regions[kMaxRegions];
+  RegionEntry regions[kMaxRegions];  // this rank's RegionTable
 };
 
 size_t page_round(size_t n) {
@@ -118,16 +108,6 @@ class Fd {
   int fd_;
 };
 
-std::string host_identity() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::string id = host;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string boot_id;
-  if (boot >> boot_id) id += "/" + boot_id;
-  return id;
-}
-
 struct PeerInfo {
   int64_t pid;
   char segment[128];
@@ -136,11 +116,16 @@ struct PeerInfo {
 
 class ShmTransport final : public Transport {
  public:
-  ShmTransport(Bootstrap& boot, const TransportOptions& opts)
-      : rank_(boot.rank()), size_(boot.size()) {
+  // same_host: the peers to reach (mapped); empty means every rank, which
+  // must then all run on this host.
+  ShmTransport(Bootstrap& boot, const TransportOptions& opts, std::vector<bool> same_host)
+      : rank_(boot.rank()), size_(boot.size()), same_host_(std::move(same_host)) {
     create_segment(boot.job_id(), opts.window_bytes);
+    table_ = std::make_unique<RegionTable>(own_.header()->regions, "shm");
     exchange_and_map(boot, opts.timeout_s);
   }
+
+  const RegionEntry* region_entries() const { return table_->entries(); }
 
   const char* name() const override { return "shm"; }
   int rank() const override { return rank_; }
@@ -151,44 +136,13 @@ class ShmTransport final : public Transport {
   bool needs_local_registration() const override { return false; }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
-    SegmentHeader* h = own_.header();
     auto a = reinterpret_cast<uintptr_t>(addr);
     auto seg = reinterpret_cast<uintptr_t>(own_.data());
     bool inside = a >= seg && length <= own_.size() && a - seg <= own_.size() - length;
-    for (uint32_t i = 0; i < kMaxRegions; ++i) {
-      uint32_t idx = (next_index_ + i) % kMaxRegions;
-      RegionEntry& e = h->regions[idx];
-      if (e.rkey.load(std::memory_order_relaxed) != 0) continue;
-      next_index_ = idx + 1;
-      uint32_t gen = ++generation_ & ((1u << (32 - kIndexBits)) - 1);
-      if (gen == 0) gen = ++generation_;
-      uint32_t rkey = (gen << kIndexBits) | idx;
-      e.kind = inside ? kInSegment : kProcessMemory;
-      e.addr = a;
-      e.length = length;
-      e.rkey.store(rkey, std::memory_order_release);
-      auto mr = std::make_unique<MemoryRegion>();
-      mr->addr = addr;
-      mr->length = length;
-      mr->lkey = rkey;
-      mr->rkey = rkey;
-      return regions_.emplace_back(std::move(mr)).get();
-    }
-    fail(COLL_ERR_NO_RESOURCES,
-         "shm transport: all %u region table entries are in use", kMaxRegions);
+    return table_->add(addr, length, inside ? kRegionInSegment : kRegionProcessMemory);
   }
 
-  int dereg(MemoryRegion* mr) override {
-    for (auto it = regions_.begin(); it != regions_.end(); ++it) {
-      if (it->get() != mr) continue;
-      RegionEntry& e = own_.header()->regions[mr->rkey & (kMaxRegions - 1)];
-      e.rkey.store(0, std::memory_order_release);
-      regions_.erase(it);
-      return 0;
-    }
-    errno = EINVAL;
-    return -1;
-  }
+  int dereg(MemoryRegion* mr) override { return table_->remove(mr); }
 
   int post_write(int peer, uint64_t context, const void* local_addr,
                  size_t length, MemoryRegion* /*mr: not needed, we copy*/,
@@ -199,14 +153,12 @@ class ShmTransport final : public Transport {
     }
     const Mapping& target = peers_[peer];
     SegmentHeader* h = target.header();
-    RegionEntry& e = h->regions[rkey & (kMaxRegions - 1)];
-    if (rkey == 0 || e.rkey.load(std::memory_order_acquire) != rkey ||
-        remote_addr < e.addr || length > e.length ||
-        remote_addr - e.addr > e.length - length) {
+    RegionGrant region;
+    if (check_region(h->regions, rkey, remote_addr, length, &region) != RegionCheck::kOk) {
       errno = EACCES;  // like IBV_WC_REM_ACCESS_ERR: nothing is written
       return -1;
     }
-    if (e.kind == kInSegment) {
+    if (region.kind == kRegionInSegment) {
       char* dst = target.data() + (remote_addr - h->base);
       if (length == 8 && (remote_addr & 7) == 0) {
         uint64_t v;
@@ -233,6 +185,7 @@ class ShmTransport final : public Transport {
   }
 
   void check_peer(int peer) override {
+    if (peer < 0 || peer >= size_ || !peers_[peer].data()) return;  // not ours to watch
     pid_t pid = static_cast<pid_t>(pids_[peer]);
     if (kill(pid, 0) != 0 && errno == ESRCH)
       fail(COLL_ERR_PEER_LOST, "rank %d (pid %d) is gone", peer, int(pid));
@@ -262,7 +215,7 @@ class ShmTransport final : public Transport {
     h->pid = getpid();
     h->base = reinterpret_cast<uintptr_t>(p);
     h->window_offset = header;
-    for (auto& r : h->regions) r.rkey.store(0, std::memory_order_relaxed);
+    // The region table is cleared by RegionTable's constructor, after this.
     __atomic_store_n(&h->magic, kMagic, __ATOMIC_RELEASE);
   }
 
@@ -283,13 +236,16 @@ class ShmTransport final : public Transport {
       std::memcpy(&info, all[r].data(), sizeof info);
       info.host[sizeof info.host - 1] = 0;
       info.segment[sizeof info.segment - 1] = 0;
-      if (std::strcmp(info.host, mine.host) != 0)
+      if (same_host_.empty() && std::strcmp(info.host, mine.host) != 0)
         fail(COLL_ERR_INVALID_ARG,
              "COLL_TRANSPORT=shm needs all ranks on one host, but rank %d runs on "
              "%s and rank %d on %s; use COLL_TRANSPORT=rdma or tcp",
              rank_, mine.host, r, info.host);
       pids_[r] = info.pid;
-      peers_[r] = r == rank_ ? map_self() : map_peer(info.segment);
+      if (r == rank_)
+        peers_[r] = map_self();
+      else if (same_host_.empty() || same_host_[size_t(r)])
+        peers_[r] = map_peer(info.segment);
     }
     // Everyone has mapped every segment: the names are no longer needed.
     boot.barrier(timeout_s);
@@ -340,21 +296,32 @@ class ShmTransport final : public Transport {
 
   int rank_;
   int size_;
+  std::vector<bool> same_host_;
   ShmName own_name_;
   Mapping own_;
+  std::unique_ptr<RegionTable> table_;  // in own_'s header
   std::vector<Mapping> peers_;
   std::vector<int64_t> pids_;
-  std::vector<std::unique_ptr<MemoryRegion>> regions_;
   std::deque<Completion> completions_;
-  uint32_t next_index_ = 0;
-  uint32_t generation_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<Transport> make_shm_transport(Bootstrap& boot,
                                               const TransportOptions& opts) {
-  return std::make_unique<ShmTransport>(boot, opts);
+  return std::make_unique<ShmTransport>(boot, opts, std::vector<bool>());
+}
+
+ShmPart make_shm_transport_part(Bootstrap& boot, const TransportOptions& opts,
+                                const std::vector<bool>& same_host) {
+  if (same_host.size() != size_t(boot.size()))
+    fail(COLL_ERR_INTERNAL, "shm part: %zu host flags for %d ranks", same_host.size(),
+         boot.size());
+  auto shm = std::make_unique<ShmTransport>(boot, opts, same_host);
+  ShmPart part;
+  part.regions = shm->region_entries();
+  part.transport = std::move(shm);
+  return part;
 }
 
 }  // namespace coll

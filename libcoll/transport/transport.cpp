@@ -2,6 +2,9 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
+#include "transport/host_identity.hpp"
+#include "transport/hybrid_transport.hpp"
+#include "transport/tcp_transport.hpp"
 
 namespace coll {
 
@@ -15,12 +18,22 @@ std::unique_ptr<Transport> make_rdma_transport(Bootstrap&, const TransportOption
 
 std::unique_ptr<Transport> make_transport(const std::string& name, Bootstrap& boot,
                                           const TransportOptions& opts) {
-  // Until several-host launch exists every job runs on one host, where
-  // shared memory is the fastest path.
-  if (name.empty() || name == "shm") return make_shm_transport(boot, opts);
+  if (name == "shm") return make_shm_transport(boot, opts);
   if (name == "rdma") return make_rdma_transport(boot, opts);
-  fail(COLL_ERR_INVALID_ARG, "COLL_TRANSPORT=%s: unknown transport (valid: shm, rdma, auto)",
-       name.c_str());
+  // Every pair over TCP, also on one host (that is how CI tests tcp).
+  if (name == "tcp") return make_tcp_transport(boot, opts);
+  if (name.empty() || name == "auto" || name == "shm+tcp") {
+    // Each peer pair uses the best path it has: shared memory on one host,
+    // TCP between hosts. (RDMA between hosts with a device comes later.)
+    if (boot.size() == 1 && name != "shm+tcp") return make_shm_transport(boot, opts);
+    const std::vector<std::string> hosts = gather_host_identities(boot, opts.timeout_s);
+    bool one_host = true;
+    for (const std::string& h : hosts) one_host = one_host && h == hosts.front();
+    if (one_host && name != "shm+tcp") return make_shm_transport(boot, opts);
+    return make_hybrid_transport(boot, opts, hosts);
+  }
+  fail(COLL_ERR_INVALID_ARG,
+       "COLL_TRANSPORT=%s: unknown transport (valid: auto, shm, tcp, shm+tcp, rdma)", name.c_str());
 }
 
 }  // namespace coll

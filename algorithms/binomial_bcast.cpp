@@ -1,0 +1,41 @@
+// Binomial-tree broadcast, for small messages: ceil(log2 n) hops from the
+// root, in slot-sized chunks (binomial_schedule.hpp). Each rank copies a
+// chunk into its buffer and forwards it from there, the biggest subtree
+// first, so that a forwarded source never changes (Channel::send) and the
+// slot goes back to the parent at once.
+//
+// Deadlock freedom: data only moves down the tree. Order the work by
+// (chunk, depth): a receive waits for the parent's send of the same chunk,
+// a send for the release of an earlier chunk on the same pair; both have
+// smaller keys, and each rank's program follows the key.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms.hpp"
+#include "binomial_schedule.hpp"
+#include "channel.hpp"
+
+namespace coll {
+
+void binomial_bcast(Channel& ch, const BcastArgs& a) {
+  const int n = ch.size();
+  if (n == 1 || a.bytes == 0) return;
+  const int v = binomial::relative(ch.rank(), a.root, n);
+  const int parent = v == 0 ? -1 : binomial::absolute(binomial::parent(v), a.root, n);
+  const std::vector<int> kids = binomial::children(v, n);
+  auto* buf = static_cast<char*>(a.buf);
+  const size_t chunk = ch.slot_bytes();
+  for (size_t off = 0; off < a.bytes; off += chunk) {
+    const size_t len = std::min(chunk, a.bytes - off);
+    if (parent >= 0) {
+      const void* data = ch.recv(parent, len);
+      std::memcpy(buf + off, data, len);
+      ch.release(parent);
+    }
+    for (auto kid = kids.rbegin(); kid != kids.rend(); ++kid)
+      ch.send(binomial::absolute(*kid, a.root, n), buf + off, len);
+  }
+  ch.flush();
+}
+
+}  // namespace coll

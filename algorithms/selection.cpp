@@ -1,0 +1,175 @@
+#include "selection.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "env.hpp"
+#include "error.hpp"
+
+namespace coll {
+namespace {
+
+[[noreturn]] void bad_line(const std::string& origin, int line, const std::string& what) {
+  fail(COLL_ERR_INVALID_ARG, "%s: line %d: %s", origin.c_str(), line, what.c_str());
+}
+
+bool parse_int(const std::string& s, long long& value) {
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, value);
+  return ec == std::errc() && p == end;
+}
+
+// N, A-B, A+ or *.
+bool parse_ranks(const std::string& s, int& lo, int& hi) {
+  long long a = 0, b = 0;
+  if (s == "*") {
+    lo = 1, hi = INT_MAX;
+    return true;
+  }
+  if (!s.empty() && s.back() == '+') {
+    if (!parse_int(s.substr(0, s.size() - 1), a) || a < 1 || a > INT_MAX) return false;
+    lo = int(a), hi = INT_MAX;
+    return true;
+  }
+  const size_t dash = s.find('-');
+  if (dash == std::string::npos) {
+    if (!parse_int(s, a) || a < 1 || a > INT_MAX) return false;
+    lo = hi = int(a);
+    return true;
+  }
+  if (!parse_int(s.substr(0, dash), a) || !parse_int(s.substr(dash + 1), b) || a < 1 ||
+      b < a || b > INT_MAX)
+    return false;
+  lo = int(a), hi = int(b);
+  return true;
+}
+
+// Digits, then at most one of K, M, G (powers of 1024).
+bool parse_bytes(const std::string& s, size_t& bytes) {
+  if (s.empty()) return false;
+  std::string digits = s;
+  unsigned shift = 0;
+  switch (s.back()) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    default: break;
+  }
+  if (shift) digits.pop_back();
+  if (digits.empty() || digits[0] == '-' || digits[0] == '+') return false;
+  unsigned long long n = 0;
+  const char* end = digits.data() + digits.size();
+  auto [p, ec] = std::from_chars(digits.data(), end, n);
+  if (ec != std::errc() || p != end || ((n << shift) >> shift) != n) return false;
+  bytes = size_t(n << shift);
+  return true;
+}
+
+const char* collective_name(Collective c) {
+  return c == Collective::kAllreduce ? "allreduce" : "bcast";
+}
+
+}  // namespace
+
+SelectionTable SelectionTable::parse(const std::string& text, const std::string& origin) {
+  SelectionTable table;
+  std::istringstream lines(text);
+  std::string raw;
+  for (int line = 1; std::getline(lines, raw); ++line) {
+    std::istringstream fields(raw.substr(0, raw.find('#')));
+    std::vector<std::string> f;
+    for (std::string word; fields >> word;) f.push_back(word);
+    if (f.empty()) continue;
+    if (f.size() != 4)
+      bad_line(origin, line,
+               strfmt("%zu fields where 4 were expected: collective ranks min_bytes algorithm",
+                      f.size()));
+    SelectionRule rule{};
+    rule.line = line;
+    if (f[0] == "allreduce")
+      rule.collective = Collective::kAllreduce;
+    else if (f[0] == "bcast")
+      rule.collective = Collective::kBcast;
+    else
+      bad_line(origin, line, "unknown collective '" + f[0] + "' (valid: allreduce, bcast)");
+    if (!parse_ranks(f[1], rule.min_ranks, rule.max_ranks))
+      bad_line(origin, line,
+               "bad ranks '" + f[1] + "' (expected N, A-B with A <= B, A+ or *; ranks from 1)");
+    if (!parse_bytes(f[2], rule.min_bytes))
+      bad_line(origin, line,
+               "bad min_bytes '" + f[2] + "' (expected a byte count, optionally with K, M or G)");
+    if (rule.collective == Collective::kAllreduce) {
+      rule.allreduce = lookup_allreduce(f[3]);
+      if (!rule.allreduce)
+        bad_line(origin, line,
+                 "unknown allreduce algorithm '" + f[3] + "' (valid: " + allreduce_names() + ")");
+    } else {
+      rule.bcast = lookup_bcast(f[3]);
+      if (!rule.bcast)
+        bad_line(origin, line,
+                 "unknown bcast algorithm '" + f[3] + "' (valid: " + bcast_names() + ")");
+    }
+    table.rules_.push_back(rule);
+  }
+  return table;
+}
+
+SelectionTable SelectionTable::load(const std::string& path) {
+  const std::string origin = "COLL_TUNING_FILE=" + path;
+  std::ifstream file(path);
+  if (!file) fail_errno(COLL_ERR_INVALID_ARG, errno, "%s: cannot open", origin.c_str());
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) fail_errno(COLL_ERR_INVALID_ARG, errno, "%s: cannot read", origin.c_str());
+  return parse(text.str(), origin);
+}
+
+const SelectionRule* SelectionTable::find(Collective c, int nranks, size_t bytes) const {
+  const SelectionRule* best = nullptr;
+  for (const SelectionRule& rule : rules_) {
+    if (rule.collective != c || nranks < rule.min_ranks || nranks > rule.max_ranks ||
+        rule.min_bytes > bytes)
+      continue;
+    if (!best || rule.min_bytes >= best->min_bytes) best = &rule;
+  }
+  return best;
+}
+
+Selection::Selection(SelectionTable overrides)
+    : defaults_(SelectionTable::parse(kDefaultTuning, "built-in tuning table")),
+      overrides_(std::move(overrides)) {}
+
+const SelectionRule* Selection::find(Collective c, int nranks, size_t bytes) const {
+  if (const SelectionRule* rule = overrides_.find(c, nranks, bytes)) return rule;
+  return defaults_.find(c, nranks, bytes);
+}
+
+const AllreduceAlgorithm& Selection::allreduce(int nranks, size_t bytes) const {
+  const SelectionRule* rule = find(Collective::kAllreduce, nranks, bytes);
+  if (!rule)
+    fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
+         collective_name(Collective::kAllreduce), nranks, bytes);
+  return *rule->allreduce;
+}
+
+const BcastAlgorithm& Selection::bcast(int nranks, size_t bytes) const {
+  const SelectionRule* rule = find(Collective::kBcast, nranks, bytes);
+  if (!rule)
+    fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
+         collective_name(Collective::kBcast), nranks, bytes);
+  return *rule->bcast;
+}
+
+const Selection& active_selection() {
+  // A throwing initializer leaves the static uninitialized: the next call
+  // reads the file again.
+  static const Selection selection = [] {
+    const std::string path = env_string("COLL_TUNING_FILE");
+    return path.empty() ? Selection() : Selection(SelectionTable::load(path));
+  }();
+  return selection;
+}
+
+}  // namespace coll

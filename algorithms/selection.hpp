@@ -1,0 +1,91 @@
+// Automatic algorithm selection: a table keyed by collective, rank count
+// and message size.
+//
+// Text format (the compiled-in defaults, default_tuning.cpp, are written
+// in it; COLL_TUNING_FILE names a file in it; algorithms/tune.sh writes one
+// from a benchmark sweep). One rule per line, four fields separated by
+// blanks; '#' starts a comment; blank lines are ignored:
+//
+//   # collective  ranks  min_bytes  algorithm
+//   allreduce     2      0          recursive_doubling
+//   allreduce     2      64K        ring
+//   allreduce     3-8    0          binomial
+//   bcast         *      0          binomial
+//
+//   collective  allreduce | bcast
+//   ranks       N, A-B (inclusive), A+ (A or more), or * (any); from 1
+//   min_bytes   a byte count, optionally with a K, M or G suffix (x 1024)
+//   algorithm   a name valid for the collective (COLL_ALLREDUCE_ALGO /
+//               COLL_BCAST_ALGO list them); "auto" is not one
+//
+// A call of B bytes on N ranks runs the algorithm of the rule, among those
+// of its collective whose ranks contain N and whose min_bytes <= B, with
+// the largest min_bytes; of two such rules with the same min_bytes the later
+// line wins. A rule of the tuning file, when one applies, wins over every
+// compiled-in default; the defaults apply to calls the file does not cover.
+#pragma once
+
+#include <climits>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "algorithms.hpp"
+
+namespace coll {
+
+enum class Collective { kAllreduce, kBcast };
+
+struct SelectionRule {
+  Collective collective;
+  int min_ranks;
+  int max_ranks;  // inclusive; INT_MAX for "A+" and "*"
+  size_t min_bytes;
+  // The algorithm, resolved at parse time: the one of `collective`.
+  const AllreduceAlgorithm* allreduce;
+  const BcastAlgorithm* bcast;
+  int line;
+};
+
+class SelectionTable {
+ public:
+  SelectionTable() = default;
+
+  // Throws Error(COLL_ERR_INVALID_ARG) "<origin>: line N: <what is wrong>".
+  static SelectionTable parse(const std::string& text, const std::string& origin);
+  // Reads and parses a file; origin names it in messages as
+  // "COLL_TUNING_FILE=<path>".
+  static SelectionTable load(const std::string& path);
+
+  // The rule that applies (see above), or nullptr.
+  const SelectionRule* find(Collective c, int nranks, size_t bytes) const;
+  const std::vector<SelectionRule>& rules() const { return rules_; }
+
+ private:
+  std::vector<SelectionRule> rules_;
+};
+
+// The compiled-in defaults, in the text format above (default_tuning.cpp).
+extern const char* const kDefaultTuning;
+
+// The defaults, overridden by a tuning table.
+class Selection {
+ public:
+  explicit Selection(SelectionTable overrides = {});
+
+  const AllreduceAlgorithm& allreduce(int nranks, size_t bytes) const;
+  const BcastAlgorithm& bcast(int nranks, size_t bytes) const;
+
+ private:
+  const SelectionRule* find(Collective c, int nranks, size_t bytes) const;
+
+  SelectionTable defaults_;
+  SelectionTable overrides_;
+};
+
+// The selection in use: the defaults, overridden by the file that
+// COLL_TUNING_FILE names when it is set. Built at the first call; a bad file
+// throws Error(COLL_ERR_INVALID_ARG), and the next call tries again.
+const Selection& active_selection();
+
+}  // namespace coll

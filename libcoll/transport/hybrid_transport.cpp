@@ -1,0 +1,90 @@
+// shm+tcp. The shm half owns the window and the region table, both in the
+// rank's shared segment; the tcp half checks incoming writes against that
+// same table. So one reg_write gives one rkey that is valid on both paths,
+// and the Channel above never knows which path a peer takes.
+//
+// Ordering promise: each pair uses exactly one path, and each path keeps
+// posting order (shm copies synchronously, tcp applies one stream in
+// order), so a flag still lands after its data.
+#include "transport/hybrid_transport.hpp"
+
+#include "bootstrap/bootstrap.hpp"
+#include "error.hpp"
+#include "transport/shm_transport.hpp"
+#include "transport/tcp_transport.hpp"
+
+namespace coll {
+namespace {
+
+class HybridTransport final : public Transport {
+ public:
+  HybridTransport(Bootstrap& boot, const TransportOptions& opts,
+                  const std::vector<std::string>& hosts)
+      : rank_(boot.rank()), size_(boot.size()) {
+    if (hosts.size() != size_t(size_))
+      fail(COLL_ERR_INTERNAL, "shm+tcp: %zu host identities for %d ranks", hosts.size(), size_);
+    std::vector<bool> remote(static_cast<size_t>(size_));
+    same_host_.resize(size_t(size_));
+    for (int r = 0; r < size_; ++r) {
+      same_host_[size_t(r)] = hosts[size_t(r)] == hosts[size_t(rank_)];
+      remote[size_t(r)] = !same_host_[size_t(r)];
+    }
+    // Both halves run their bootstrap exchanges on every rank, in this
+    // order, whatever this rank's mix of peers.
+    shm_ = make_shm_transport_part(boot, opts, same_host_);
+    tcp_ = make_tcp_transport_part(boot, opts, remote, shm_.regions);
+  }
+
+  const char* name() const override { return "shm+tcp"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void* window_base() const override { return shm_.transport->window_base(); }
+  bool needs_local_registration() const override { return false; }
+
+  MemoryRegion* reg_write(void* addr, size_t length) override {
+    return shm_.transport->reg_write(addr, length);
+  }
+  int dereg(MemoryRegion* mr) override { return shm_.transport->dereg(mr); }
+
+  int post_write(int peer, uint64_t context, const void* local_addr, size_t length,
+                 MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) override {
+    if (peer < 0 || peer >= size_) {
+      errno = EINVAL;
+      return -1;
+    }
+    return path(peer).post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
+  }
+
+  int poll(Completion* out, int max) override {
+    int n = shm_.transport->poll(out, max);
+    // Always: the tcp half applies incoming writes here, even when the shm
+    // half filled `out`.
+    n += tcp_->poll(out + n, max - n);
+    return n;
+  }
+
+  void check_peer(int peer) override {
+    // A failure of the tcp half fails everything, whichever peer a waiter
+    // waits for; shm watches its own peers' processes.
+    tcp_->check_peer(peer);
+    if (peer >= 0 && peer < size_ && same_host_[size_t(peer)]) shm_.transport->check_peer(peer);
+  }
+
+ private:
+  Transport& path(int peer) { return same_host_[size_t(peer)] ? *shm_.transport : *tcp_; }
+
+  int rank_;
+  int size_;
+  std::vector<bool> same_host_;
+  ShmPart shm_;
+  std::unique_ptr<Transport> tcp_;  // declared after shm_: goes first
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_hybrid_transport(Bootstrap& boot, const TransportOptions& opts,
+                                                 const std::vector<std::string>& hosts) {
+  return std::make_unique<HybridTransport>(boot, opts, hosts);
+}
+
+}  // namespace coll

@@ -1,0 +1,18 @@
+// shm+tcp: every peer pair uses the best path it has - shared memory
+// between ranks on one host, TCP between hosts - behind one Transport.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/transport.hpp"
+
+namespace coll {
+
+// hosts[r]: rank r's host_identity() (gather_host_identities). Every rank
+// must pass the same list.
+std::unique_ptr<Transport> make_hybrid_transport(Bootstrap& boot, const TransportOptions& opts,
+                                                 const std::vector<std::string>& hosts);
+
+}  // namespace coll

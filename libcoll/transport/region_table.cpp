@@ -1,0 +1,89 @@
+#include "transport/region_table.hpp"
+
+#include <cerrno>
+
+#include "error.hpp"
+
+namespace coll {
+namespace {
+
+constexpr uint32_t kGenerationMask = (1u << (32 - kRegionIndexBits)) - 1;
+
+uint32_t index_of(uint32_t rkey) { return rkey & (kMaxRegions - 1); }
+
+}  // namespace
+
+RegionCheck check_region(const RegionEntry* entries, uint32_t rkey, uint64_t remote_addr,
+                         uint64_t length, RegionGrant* grant) {
+  if (rkey == 0) return RegionCheck::kUnknownRkey;
+  const RegionEntry& e = entries[index_of(rkey)];
+  if (e.rkey.load(std::memory_order_acquire) != rkey) return RegionCheck::kUnknownRkey;
+  // The range may be read from another process while the owner reuses the
+  // entry: read it, then make sure the rkey did not change meanwhile.
+  RegionGrant g;
+  g.kind = __atomic_load_n(&e.kind, __ATOMIC_RELAXED);
+  g.addr = __atomic_load_n(&e.addr, __ATOMIC_RELAXED);
+  g.length = __atomic_load_n(&e.length, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.rkey.load(std::memory_order_relaxed) != rkey) return RegionCheck::kUnknownRkey;
+  if (remote_addr < g.addr || length > g.length || remote_addr - g.addr > g.length - length)
+    return RegionCheck::kOutOfRange;
+  if (grant) *grant = g;
+  return RegionCheck::kOk;
+}
+
+bool region_alive(const RegionEntry* entries, uint32_t rkey) {
+  return rkey != 0 && entries[index_of(rkey)].rkey.load(std::memory_order_acquire) == rkey;
+}
+
+RegionTable::RegionTable(RegionEntry* entries, const char* transport_name)
+    : entries_(entries), transport_name_(transport_name), handles_(kMaxRegions) {
+  for (uint32_t i = 0; i < kMaxRegions; ++i) {
+    entries_[i].rkey.store(0, std::memory_order_relaxed);
+    entries_[i].kind = 0;
+    entries_[i].addr = 0;
+    entries_[i].length = 0;
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+MemoryRegion* RegionTable::add(void* addr, size_t length, RegionKind kind) {
+  for (uint32_t i = 0; i < kMaxRegions; ++i) {
+    const uint32_t idx = (next_index_ + i) % kMaxRegions;
+    RegionEntry& e = entries_[idx];
+    if (e.rkey.load(std::memory_order_relaxed) != 0) continue;
+    next_index_ = idx + 1;
+    generation_ = (generation_ + 1) & kGenerationMask;
+    if (generation_ == 0) generation_ = 1;  // rkey 0 means "free"
+    const uint32_t rkey = (generation_ << kRegionIndexBits) | idx;
+    __atomic_store_n(&e.kind, static_cast<uint32_t>(kind), __ATOMIC_RELAXED);
+    __atomic_store_n(&e.addr, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr)),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&e.length, static_cast<uint64_t>(length), __ATOMIC_RELAXED);
+    e.rkey.store(rkey, std::memory_order_release);
+    auto mr = std::make_unique<MemoryRegion>();
+    mr->addr = addr;
+    mr->length = length;
+    mr->lkey = rkey;
+    mr->rkey = rkey;
+    handles_[idx] = std::move(mr);
+    return handles_[idx].get();
+  }
+  fail(COLL_ERR_NO_RESOURCES, "%s transport: all %u region table entries are in use",
+       transport_name_, kMaxRegions);
+}
+
+int RegionTable::remove(MemoryRegion* mr) {
+  // Found by pointer, never by reading *mr: a handle deregistered twice
+  // (dangling) or one of another transport must be refused, not read.
+  for (uint32_t idx = 0; mr != nullptr && idx < kMaxRegions; ++idx) {
+    if (handles_[idx].get() != mr) continue;
+    entries_[idx].rkey.store(0, std::memory_order_release);
+    handles_[idx].reset();
+    return 0;
+  }
+  errno = EINVAL;
+  return -1;
+}
+
+}  // namespace coll

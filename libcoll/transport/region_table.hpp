@@ -1,0 +1,94 @@
+// RegionTable: the registered regions of one rank, as the writers check
+// them. rdma_reg_write(3) hands out an rkey that a peer must present with
+// every write; a write whose rkey is unknown (never registered, or
+// deregistered since) or whose range leaves the region fails and never
+// lands. Every software backend keeps that promise with this table:
+//  - shm keeps it in the rank's shared segment, where peers read it before
+//    they copy;
+//  - tcp keeps it in private memory, and the target checks every incoming
+//    frame against it before applying it;
+//  - shm+tcp keeps one table in the segment that both paths check, so one
+//    reg_write gives one rkey valid for every peer.
+//
+// An rkey is (generation << kRegionIndexBits) | index: a deregistered entry
+// that is reused gets a new generation, so a stale rkey never matches it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "transport/transport.hpp"
+
+namespace coll {
+
+inline constexpr uint32_t kRegionIndexBits = 10;
+inline constexpr uint32_t kMaxRegions = 1u << kRegionIndexBits;
+
+// How a peer on the same host reaches the region (tcp ignores it: the
+// target writes into its own memory).
+enum RegionKind : uint32_t {
+  kRegionInSegment = 1,      // inside the owner's shared segment: a copy
+  kRegionProcessMemory = 2,  // elsewhere in the owner: process_vm_writev
+};
+
+// One entry, laid out for shared memory (no pointers, fixed size). rkey 0
+// means free. The owner fills kind/addr/length, then publishes rkey with a
+// release store; a reader loads rkey (acquire), the range, and rkey again.
+struct RegionEntry {
+  std::atomic<uint32_t> rkey;
+  uint32_t kind;
+  uint64_t addr;  // in the owner's address space
+  uint64_t length;
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free,
+              "region entries are shared between processes");
+
+// What a writer learns from the table: a copy, taken consistently.
+struct RegionGrant {
+  uint32_t kind = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+};
+
+// Why a write was refused (for messages that name the problem).
+enum class RegionCheck { kOk, kUnknownRkey, kOutOfRange };
+
+// The writer's check: does `rkey` name a live region of the table at
+// `entries` that covers [remote_addr, remote_addr + length)? Fills *grant
+// when it does. Never writes to the table.
+RegionCheck check_region(const RegionEntry* entries, uint32_t rkey, uint64_t remote_addr,
+                         uint64_t length, RegionGrant* grant);
+
+// True while `rkey` still names a live entry (a write that spans several
+// progress calls re-checks before each piece: dereg() may come between).
+bool region_alive(const RegionEntry* entries, uint32_t rkey);
+
+// The owner's side: hands out entries and MemoryRegion handles. The
+// entries live where the caller puts them (kMaxRegions of them); the table
+// clears them at construction.
+class RegionTable {
+ public:
+  RegionTable(RegionEntry* entries, const char* transport_name);
+  RegionTable(const RegionTable&) = delete;
+  RegionTable& operator=(const RegionTable&) = delete;
+
+  const RegionEntry* entries() const { return entries_; }
+
+  // Throws Error(COLL_ERR_NO_RESOURCES) when every entry is in use.
+  MemoryRegion* add(void* addr, size_t length, RegionKind kind);
+  // 0, or -1 with errno EINVAL when mr is not one of ours. After it, the
+  // rkey fails every check.
+  int remove(MemoryRegion* mr);
+
+ private:
+  RegionEntry* entries_;
+  const char* transport_name_;
+  std::vector<std::unique_ptr<MemoryRegion>> handles_;  // by entry index
+  uint32_t next_index_ = 0;
+  uint32_t generation_ = 0;
+};
+
+}  // namespace coll

@@ -1,0 +1,28 @@
+// The shared-memory backend as one half of the shm+tcp transport
+// (hybrid_transport.cpp). make_shm_transport (transport.hpp) is the whole
+// backend, for jobs on one host.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "transport/region_table.hpp"
+#include "transport/transport.hpp"
+
+namespace coll {
+
+struct ShmPart {
+  std::unique_ptr<Transport> transport;
+  // Its region table, in its shared segment: valid while transport lives.
+  // The tcp half checks incoming writes against it, so that one reg_write
+  // gives one rkey for every peer.
+  const RegionEntry* regions = nullptr;
+};
+
+// Maps only the segments of the ranks marked in same_host (and our own);
+// writes to the others fail with EINVAL, check_peer ignores them. Runs the
+// same bootstrap exchanges as make_shm_transport on every rank.
+ShmPart make_shm_transport_part(Bootstrap& boot, const TransportOptions& opts,
+                                const std::vector<bool>& same_host);
+
+}  // namespace coll

@@ -1,0 +1,958 @@
+// The transport contract on the tcp backend (and on shm+tcp), with real
+// processes: ranks are forked children that trade setup data through
+// FileBootstrap (tests/rdma/file_bootstrap.hpp). Some cases replace a rank
+// by an impostor that speaks the wire format by hand (tcp_wire) to inject
+// garbage, truncated and hostile frames.
+//
+// Children report through their exit status and stderr: gtest assertions
+// live in the parent only. Every wait is bounded; no test asserts a time.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "error.hpp"
+#include "tests/rdma/file_bootstrap.hpp"
+#include "transport/hybrid_transport.hpp"
+#include "transport/tcp_transport.hpp"
+#include "transport/transport.hpp"
+
+namespace coll {
+namespace {
+
+using test::FileBootstrap;
+using Clock = std::chrono::steady_clock;
+using tcp_wire::FrameHeader;
+
+constexpr double kTimeout = 60;  // bound of every wait in a rank, seconds
+
+int g_rank = -1;
+
+#define CHILD_CHECK(cond, ...)                                                               \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, \
+                   #cond);                                                                   \
+      std::fprintf(stderr, __VA_ARGS__);                                                     \
+      std::fputc('\n', stderr);                                                              \
+      return 1;                                                                              \
+    }                                                                                        \
+  } while (0)
+
+Clock::time_point deadline_after(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+struct Rank {
+  FileBootstrap& boot;
+  std::string dir;  // the job's directory (for side-band files)
+};
+using RankBody = std::function<int(Rank&)>;
+
+// Forks `size` ranks running body; returns their exit statuses (-1: killed
+// by a signal, or after the bound).
+std::vector<int> run_ranks(int size, const RankBody& body, double bound_s = 180) {
+  char pattern[] = "/tmp/coll-tcp-test.XXXXXX";
+  const char* made = mkdtemp(pattern);
+  if (made == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    return std::vector<int>(size_t(size), -1);
+  }
+  const std::string dir = made;
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < size; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      g_rank = r;
+      int status = 1;
+      try {
+        FileBootstrap boot(dir, r, size);
+        Rank rank{boot, dir};
+        status = body(rank);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "rank %d: coll::Error %d: %s\n", r, e.status(), e.what());
+        status = 2;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
+        status = 3;
+      }
+      std::fflush(nullptr);
+      _exit(status);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> statuses(size_t(size), -1);
+  std::vector<bool> done(size_t(size), false);
+  const auto deadline = deadline_after(bound_s);
+  int remaining = size;
+  while (remaining > 0) {
+    for (int r = 0; r < size; ++r) {
+      int status = 0;
+      if (!done[size_t(r)] && waitpid(pids[size_t(r)], &status, WNOHANG) == pids[size_t(r)]) {
+        done[size_t(r)] = true;
+        --remaining;
+        statuses[size_t(r)] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+    }
+    if (remaining > 0 && Clock::now() > deadline) {
+      ADD_FAILURE() << "ranks still running after " << bound_s << " s: killed";
+      for (int r = 0; r < size; ++r)
+        if (!done[size_t(r)]) kill(pids[size_t(r)], SIGKILL);
+      for (int r = 0; r < size; ++r)
+        if (!done[size_t(r)]) waitpid(pids[size_t(r)], nullptr, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::filesystem::remove_all(dir);
+  return statuses;
+}
+
+void expect_all_succeeded(const std::vector<int>& statuses) {
+  for (size_t r = 0; r < statuses.size(); ++r)
+    EXPECT_EQ(statuses[r], 0) << "rank " << r << " failed (see its stderr above)";
+}
+
+// Side-band synchronisation for ranks whose transport has failed: each
+// creates <dir>/<name>.<rank> and waits (bounded) for the others' files.
+bool side_barrier(const Rank& rank, const std::string& name, const std::vector<int>& ranks) {
+  const std::string mine = rank.dir + "/" + name + "." + std::to_string(rank.boot.rank());
+  std::FILE* f = std::fopen(mine.c_str(), "w");
+  if (f) std::fclose(f);
+  const auto deadline = deadline_after(kTimeout);
+  for (int r : ranks) {
+    const std::string theirs = rank.dir + "/" + name + "." + std::to_string(r);
+    while (!std::filesystem::exists(theirs)) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  return true;
+}
+
+TransportOptions options(size_t window_bytes = 64 * 1024) {
+  TransportOptions o;
+  o.window_bytes = window_bytes;
+  o.timeout_s = kTimeout;
+  return o;
+}
+
+// Every rank publishes one region; returns all, by rank.
+std::vector<RemoteRegion> exchange_regions(Bootstrap& boot, const MemoryRegion* mine) {
+  RemoteRegion region{};
+  if (mine) region = {reinterpret_cast<uint64_t>(mine->addr), mine->length, mine->rkey};
+  const auto blobs =
+      boot.allgather(std::string(reinterpret_cast<const char*>(&region), sizeof region), kTimeout);
+  std::vector<RemoteRegion> all(blobs.size());
+  for (size_t r = 0; r < blobs.size(); ++r)
+    if (blobs[r].size() == sizeof(RemoteRegion))
+      std::memcpy(&all[r], blobs[r].data(), sizeof(RemoteRegion));
+  return all;
+}
+
+// Polls (and every few ms asks check_peer) until ready() or an error.
+// Returns false on an error completion, a throw, or the bound; `failure`
+// keeps what happened.
+struct Waiter {
+  explicit Waiter(Transport& transport) : t(transport) {}
+
+  Transport& t;
+  std::vector<uint64_t> completed;  // contexts of signaled writes
+  int error_status = 0;             // of an error completion
+  std::string thrown;               // message of check_peer's Error
+  int thrown_status = 0;
+
+  template <class Ready>
+  bool until(Ready ready, int peer) {
+    const auto deadline = deadline_after(kTimeout);
+    for (uint64_t spin = 0;; ++spin) {
+      Completion wc[16];
+      const int n = t.poll(wc, 16);
+      for (int i = 0; i < n; ++i) {
+        if (wc[i].status != 0) {
+          error_status = wc[i].status;
+          capture(peer);
+          return false;
+        }
+        completed.push_back(wc[i].context);
+      }
+      if (ready()) return true;
+      if (spin % 1024 == 1023) {
+        if (!capture(peer)) return false;
+        if (Clock::now() > deadline) return false;
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  // Waits for the transport to fail; true when it did with `status`.
+  bool fails_with(int status, int peer) {
+    if (until([] { return false; }, peer)) return false;
+    if (thrown_status == 0) capture(peer);
+    return thrown_status == status;
+  }
+
+  // check_peer; false (and the error kept) when it throws.
+  bool capture(int peer) {
+    try {
+      t.check_peer(peer);
+      return true;
+    } catch (const Error& e) {
+      thrown_status = e.status();
+      thrown = e.what();
+      return false;
+    }
+  }
+
+  bool has_completed(uint64_t context) const {
+    for (uint64_t c : completed)
+      if (c == context) return true;
+    return false;
+  }
+};
+
+bool contains(const std::string& text, const char* part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Memory with an inaccessible page on each side, and canary bytes between
+// the registered range and the guard pages: a stray write either faults or
+// changes a canary.
+class GuardedBuffer {
+ public:
+  static constexpr uint8_t kCanary = 0xA5;
+  static constexpr uint8_t kFill = 0x5A;
+  static constexpr size_t kSlack = 256;  // canary bytes on each side
+
+  explicit GuardedBuffer(size_t length) : length_(length) {
+    page_ = size_t(sysconf(_SC_PAGESIZE));
+    inner_ = (length + 2 * kSlack + page_ - 1) / page_ * page_;
+    total_ = inner_ + 2 * page_;
+    void* p = mmap(nullptr, total_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap");
+    base_ = static_cast<uint8_t*>(p);
+    if (mprotect(base_ + page_, inner_, PROT_READ | PROT_WRITE) != 0)
+      throw std::runtime_error("mprotect");
+    std::memset(base_ + page_, kCanary, inner_);
+    std::memset(data(), kFill, length_);
+  }
+  ~GuardedBuffer() { munmap(base_, total_); }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  uint8_t* data() const { return base_ + page_ + kSlack; }
+  size_t length() const { return length_; }
+  uint64_t addr() const { return reinterpret_cast<uintptr_t>(data()); }
+
+  // Index of the first changed canary byte, or -1.
+  long first_bad_canary() const {
+    const uint8_t* inner = base_ + page_;
+    for (size_t i = 0; i < inner_; ++i) {
+      const bool in_region = inner + i >= data() && inner + i < data() + length_;
+      if (!in_region && inner[i] != kCanary) return long(i);
+    }
+    return -1;
+  }
+  // Index of the first region byte that is not kFill, or -1.
+  long first_written() const {
+    for (size_t i = 0; i < length_; ++i)
+      if (data()[i] != kFill) return long(i);
+    return -1;
+  }
+
+ private:
+  size_t length_, page_ = 0, inner_ = 0, total_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
+uint8_t pattern(int source, int block, size_t i) {
+  return uint8_t(source * 131 + block * 7 + int(i % 251));
+}
+
+// ------------------------------------------------------------ ordering
+
+// Sizes of the blocks each sender writes, in this order: the small ones
+// gathered whole, the ones staged, and ones large enough to be received
+// straight into the region and to fill the socket.
+const size_t kBlockSizes[] = {1,     7,     8,         63,       64, 65,      4096,
+                              16383, 16384, 65536 + 3, 1u << 20, 8,  3u << 20};
+constexpr int kBlocks = int(sizeof kBlockSizes / sizeof kBlockSizes[0]);
+
+size_t block_offset(int k) {
+  size_t off = 0;
+  for (int i = 0; i < k; ++i) off += (kBlockSizes[i] + 63) / 64 * 64;
+  return off;
+}
+
+// Each rank writes every block into its own area of every peer's buffer,
+// each block followed by an 8-byte flag (its number). A target that sees
+// flag f checks that blocks 1..f are all there, every byte: flags land
+// after their data, writes land in posting order.
+int ordered_writes_rank(Rank& rank) {
+  const int me = rank.boot.rank(), n = rank.boot.size();
+  auto t = make_tcp_transport(rank.boot, options());
+  CHILD_CHECK(std::strcmp(t->name(), "tcp") == 0, "name %s", t->name());
+  CHILD_CHECK(t->rank() == me && t->size() == n, "rank/size");
+  CHILD_CHECK(!t->needs_local_registration(), "tcp copies at post");
+  auto* window = static_cast<uint8_t*>(t->window_base());
+  CHILD_CHECK(window != nullptr && reinterpret_cast<uintptr_t>(window) % 4096 == 0, "window");
+  for (size_t i = 0; i < 64 * 1024; ++i) CHILD_CHECK(window[i] == 0, "window not zeroed");
+
+  const size_t area = block_offset(kBlocks);
+  GuardedBuffer buffer(area * size_t(n));
+  MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+  MemoryRegion* flags_mr = t->reg_write(window, 64 * 1024);
+  const auto remote = exchange_regions(rank.boot, mr);
+  const auto remote_flags = exchange_regions(rank.boot, flags_mr);
+  auto* flags = reinterpret_cast<uint64_t*>(window);
+  Waiter wait{*t};
+
+  std::vector<uint8_t> source(kBlockSizes[kBlocks - 1]);
+  for (int k = 0; k < kBlocks; ++k) {
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me) continue;
+      for (size_t i = 0; i < kBlockSizes[k]; ++i) source[i] = pattern(me, k, i);
+      const RemoteRegion& target = remote[size_t(peer)];
+      CHILD_CHECK(
+          t->post_write(peer, 0, source.data(), kBlockSizes[k], nullptr, 0,
+                        target.addr + area * size_t(me) + block_offset(k), target.rkey) == 0,
+          "block %d to %d: %s", k, peer, std::strerror(errno));
+      // The source is reused at once: post_write must have taken the bytes.
+      std::memset(source.data(), 0xEE, kBlockSizes[k]);
+      const uint64_t flag = uint64_t(k + 1);
+      CHILD_CHECK(t->post_write(peer, 0, &flag, sizeof flag, nullptr, 0,
+                                remote_flags[size_t(peer)].addr + 8 * uint64_t(me),
+                                remote_flags[size_t(peer)].rkey) == 0,
+                  "flag %d to %d", k, peer);
+    }
+    // Check what has arrived so far, without waiting for all of it.
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me) continue;
+      const uint64_t f = __atomic_load_n(&flags[peer], __ATOMIC_ACQUIRE);
+      for (uint64_t b = 0; b < f; ++b) {
+        const uint8_t* got = buffer.data() + area * size_t(peer) + block_offset(int(b));
+        for (size_t i = 0; i < kBlockSizes[b]; ++i)
+          CHILD_CHECK(got[i] == pattern(peer, int(b), i),
+                      "flag %llu from rank %d seen, but byte %zu of block %llu is %u",
+                      static_cast<unsigned long long>(f), peer, i,
+                      static_cast<unsigned long long>(b), got[i]);
+      }
+    }
+  }
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    CHILD_CHECK(
+        wait.until(
+            [&] { return __atomic_load_n(&flags[peer], __ATOMIC_ACQUIRE) == uint64_t(kBlocks); },
+            peer),
+        "last flag from rank %d: %s", peer, wait.thrown.c_str());
+    for (int b = 0; b < kBlocks; ++b) {
+      const uint8_t* got = buffer.data() + area * size_t(peer) + block_offset(b);
+      for (size_t i = 0; i < kBlockSizes[b]; ++i)
+        CHILD_CHECK(got[i] == pattern(peer, b, i), "block %d byte %zu from %d", b, i, peer);
+    }
+  }
+  CHILD_CHECK(buffer.first_bad_canary() < 0, "canary %ld changed", buffer.first_bad_canary());
+  // Nobody disconnects while the others may still read: a close would be
+  // a lost peer to them.
+  rank.boot.barrier(kTimeout);
+  CHILD_CHECK(t->dereg(mr) == 0 && t->dereg(flags_mr) == 0, "dereg");
+  CHILD_CHECK(t->dereg(mr) == -1 && errno == EINVAL, "a second dereg must fail");
+  return 0;
+}
+
+TEST(TcpTransport, WritesLandInOrderAndFlagsAfterTheirDataOnTwoRanks) {
+  expect_all_succeeded(run_ranks(2, ordered_writes_rank));
+}
+
+TEST(TcpTransport, WritesLandInOrderAndFlagsAfterTheirDataOnThreeRanks) {
+  expect_all_succeeded(run_ranks(3, ordered_writes_rank));
+}
+
+// Signaled writes complete (with their context), writes to oneself land,
+// and two ranks that write 24 MiB into each other at the same moment - each
+// blocked on a full socket - both finish: a sender applies incoming frames
+// while it waits.
+TEST(TcpTransport, SignaledWritesCompleteSelfWritesLandCrossingLargeWritesFinish) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    const int me = rank.boot.rank(), peer = 1 - me;
+    auto t = make_tcp_transport(rank.boot, options());
+    constexpr size_t kBig = 24u << 20;
+    std::vector<uint8_t> target(kBig, 0), source(kBig);
+    for (size_t i = 0; i < kBig; ++i) source[i] = pattern(me, 3, i);
+    MemoryRegion* mr = t->reg_write(target.data(), kBig);
+    MemoryRegion* flags_mr = t->reg_write(t->window_base(), 4096);
+    const auto remote = exchange_regions(rank.boot, mr);
+    const auto remote_flags = exchange_regions(rank.boot, flags_mr);
+    Waiter wait{*t};
+
+    CHILD_CHECK(t->post_write(peer, 77, source.data(), kBig, nullptr, kWriteSignaled,
+                              remote[size_t(peer)].addr, remote[size_t(peer)].rkey) == 0,
+                "big write");
+    const uint64_t one = 1;
+    CHILD_CHECK(
+        t->post_write(peer, 78, &one, 8, nullptr, kWriteSignaled, remote_flags[size_t(peer)].addr,
+                      remote_flags[size_t(peer)].rkey) == 0,
+        "flag");
+    auto* flag = static_cast<uint64_t*>(t->window_base());
+    CHILD_CHECK(wait.until([&] { return __atomic_load_n(flag, __ATOMIC_ACQUIRE) == 1; }, peer),
+                "flag from the peer: %s", wait.thrown.c_str());
+    for (size_t i = 0; i < kBig; ++i)
+      CHILD_CHECK(target[i] == pattern(peer, 3, i), "byte %zu of the big write", i);
+    CHILD_CHECK(wait.until([&] { return wait.has_completed(77) && wait.has_completed(78); }, peer),
+                "completions of contexts 77 and 78");
+
+    // A write to oneself, checked like any other.
+    const uint64_t self_value = 0x1122334455667788ull;
+    CHILD_CHECK(t->post_write(me, 79, &self_value, 8, nullptr, kWriteSignaled,
+                              reinterpret_cast<uint64_t>(flag) + 8, flags_mr->rkey) == 0,
+                "self write");
+    CHILD_CHECK(flag[1] == self_value, "self write did not land");
+    CHILD_CHECK(wait.until([&] { return wait.has_completed(79); }, me), "self completion");
+
+    // Invalid arguments are refused before anything is sent.
+    errno = 0;
+    CHILD_CHECK(t->post_write(5, 0, &one, 8, nullptr, 0, 0, 0) == -1 && errno == EINVAL,
+                "peer out of range");
+    CHILD_CHECK(t->post_write(peer, 0, nullptr, 8, nullptr, 0, 0, 0) == -1 && errno == EINVAL,
+                "null source");
+    rank.boot.barrier(kTimeout);
+    return 0;
+  }));
+}
+
+// ------------------------------------------------------------ refused writes
+
+enum class BadWrite {
+  kDeregistered,  // the rkey was valid, then dereg'ed
+  kUnknownRkey,   // never registered
+  kBeforeRegion,  // one byte before the start
+  kPastEnd,       // last byte plus one
+  kTooLong,       // whole region plus one byte
+  kAbsurdLength,  // 2^62 bytes: refused from the header, before any payload
+  kWrapAround,    // address near 2^64: the sum wraps
+};
+
+const char* bad_write_name(BadWrite b) {
+  switch (b) {
+    case BadWrite::kDeregistered:
+      return "Deregistered";
+    case BadWrite::kUnknownRkey:
+      return "UnknownRkey";
+    case BadWrite::kBeforeRegion:
+      return "BeforeRegion";
+    case BadWrite::kPastEnd:
+      return "PastEnd";
+    case BadWrite::kTooLong:
+      return "TooLong";
+    case BadWrite::kAbsurdLength:
+      return "AbsurdLength";
+    case BadWrite::kWrapAround:
+      return "WrapAround";
+  }
+  return "?";
+}
+
+class RefusedWrite : public ::testing::TestWithParam<BadWrite> {};
+
+// Rank 0 writes into rank 1 in a way the contract forbids. Rank 1's
+// transport fails with COLL_ERR_TRANSPORT and a message naming rank 0;
+// rank 0 is told (abort frame) and fails too; not a byte lands anywhere.
+// The lengths that are too large to send (absurd, wrap-around) are crafted
+// by an impostor rank 0 instead.
+int refused_write_rank(Rank& rank, BadWrite bad) {
+  const int me = rank.boot.rank();
+  constexpr size_t kLen = 4096;
+  const bool crafted = bad == BadWrite::kAbsurdLength || bad == BadWrite::kWrapAround;
+  if (me == 0 && crafted) return 0;  // see impostor_rank
+  auto t = make_tcp_transport(rank.boot, options());
+  GuardedBuffer buffer(kLen);
+  MemoryRegion* mr = me == 1 ? t->reg_write(buffer.data(), kLen) : nullptr;
+  const auto remote = exchange_regions(rank.boot, mr);
+  if (me == 1 && bad == BadWrite::kDeregistered) CHILD_CHECK(t->dereg(mr) == 0, "dereg");
+  rank.boot.barrier(kTimeout);  // the dereg is done before rank 0 writes
+  Waiter wait{*t};
+  if (me == 0) {
+    RemoteRegion target = remote[1];
+    std::vector<uint8_t> bytes(kLen + 1, 0xCC);
+    uint64_t addr = target.addr;
+    size_t len = 8;
+    if (bad == BadWrite::kUnknownRkey) target.rkey ^= 0x5500;
+    if (bad == BadWrite::kBeforeRegion) addr -= 1;
+    if (bad == BadWrite::kPastEnd) addr += kLen, len = 1;
+    if (bad == BadWrite::kTooLong) len = kLen + 1;
+    CHILD_CHECK(t->post_write(1, 0, bytes.data(), len, nullptr, 0, addr, target.rkey) == 0,
+                "a refused write is still posted: the target refuses it");
+    CHILD_CHECK(wait.fails_with(COLL_ERR_TRANSPORT, 1), "rank 0: status %d/%d: %s",
+                wait.error_status, wait.thrown_status, wait.thrown.c_str());
+    CHILD_CHECK(contains(wait.thrown, "rank 1 refused"), "rank 0 was told: %s",
+                wait.thrown.c_str());
+    // Sticky: later writes are accepted and never land; poll keeps failing.
+    CHILD_CHECK(t->post_write(1, 5, bytes.data(), 8, nullptr, kWriteSignaled, target.addr,
+                              target.rkey) == 0,
+                "post after failure");
+    Completion wc[4];
+    CHILD_CHECK(t->poll(wc, 4) >= 1 && wc[0].status != 0, "sticky error completion");
+  } else {
+    CHILD_CHECK(wait.fails_with(COLL_ERR_TRANSPORT, 0), "rank 1: status %d/%d: %s",
+                wait.error_status, wait.thrown_status, wait.thrown.c_str());
+    CHILD_CHECK(contains(wait.thrown, "from rank 0"), "message names the sender: %s",
+                wait.thrown.c_str());
+    const char* why = bad == BadWrite::kDeregistered || bad == BadWrite::kUnknownRkey
+                          ? "names no registered region"
+                          : "outside its region";
+    CHILD_CHECK(contains(wait.thrown, why), "message says '%s': %s", why, wait.thrown.c_str());
+    CHILD_CHECK(buffer.first_written() < 0, "byte %ld of the region written",
+                buffer.first_written());
+    CHILD_CHECK(buffer.first_bad_canary() < 0, "canary %ld changed", buffer.first_bad_canary());
+  }
+  return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+}
+
+// ------------------------------------------------------------ impostors
+
+// A raw-socket stand-in for rank 0 of a two-rank job: it publishes an
+// address, greets the real rank 1, trades regions, and then sends what the
+// test wants.
+class Impostor {
+ public:
+  explicit Impostor(Rank& rank) : rank_(rank) {}
+
+  // The tcp setup exchange, as rank 0 runs it. Returns rank 1's address.
+  tcp_wire::Address join() {
+    tcp_wire::Address mine{};
+    std::snprintf(mine.ip, sizeof mine.ip, "127.0.0.1");
+    mine.port = 9;  // nobody connects to rank 0
+    mine.token = 1;
+    const auto all = rank_.boot.allgather(
+        std::string(reinterpret_cast<const char*>(&mine), sizeof mine), kTimeout);
+    tcp_wire::Address peer{};
+    if (all.size() == 2 && all[1].size() == sizeof peer)
+      std::memcpy(&peer, all[1].data(), sizeof peer);
+    return peer;
+  }
+
+  // A connection to the real rank's listener (-1 and errno on failure).
+  static int dial(const tcp_wire::Address& a) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(a.port);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      const int err = errno;
+      close(fd);
+      errno = err;
+      return -1;
+    }
+    return fd;
+  }
+
+  static bool send_all(int fd, const void* data, size_t len) {
+    const char* p = static_cast<const char*>(data);
+    while (len > 0) {
+      ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      p += n;
+      len -= size_t(n);
+    }
+    return true;
+  }
+
+  static bool greet(int fd, const tcp_wire::Address& peer, uint64_t token) {
+    const tcp_wire::Hello hello{tcp_wire::kHelloMagic, 0, 2, token};
+    (void)peer;
+    return send_all(fd, &hello, sizeof hello);
+  }
+
+  static bool send_frame(int fd, uint32_t type, uint32_t rkey, uint64_t addr, uint64_t length,
+                         const void* payload, size_t payload_bytes) {
+    const FrameHeader h{tcp_wire::kFrameMagic, type, rkey, 0, addr, length};
+    return send_all(fd, &h, sizeof h) && send_all(fd, payload, payload_bytes);
+  }
+
+  // Reads (bounded) until an abort frame arrives; returns its text.
+  static std::string read_abort(int fd) {
+    std::string got;
+    const auto deadline = deadline_after(kTimeout);
+    while (Clock::now() < deadline) {
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 100) <= 0) continue;
+      char buf[4096];
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, size_t(n));
+      if (got.size() >= sizeof(FrameHeader)) {
+        FrameHeader h;
+        std::memcpy(&h, got.data(), sizeof h);
+        if (h.magic != tcp_wire::kFrameMagic || h.type != tcp_wire::kAbortFrame) return "";
+        if (got.size() >= sizeof h + h.length) return got.substr(sizeof h, h.length);
+      }
+    }
+    return "";
+  }
+
+ private:
+  Rank& rank_;
+};
+
+int impostor_for_refused_write(Rank& rank, BadWrite bad) {
+  Impostor imp(rank);
+  const tcp_wire::Address peer = imp.join();
+  int fd = Impostor::dial(peer);
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer, peer.token), "connect: %s",
+              std::strerror(errno));
+  const auto remote = exchange_regions(rank.boot, nullptr);
+  rank.boot.barrier(kTimeout);
+  uint64_t addr = remote[1].addr, length = uint64_t(1) << 62;
+  if (bad == BadWrite::kWrapAround) addr = ~uint64_t(0) - 3, length = 64;
+  const uint8_t some[64] = {};
+  CHILD_CHECK(Impostor::send_frame(fd, tcp_wire::kWriteFrame, remote[1].rkey, addr, length, some,
+                                   sizeof some),
+              "send");
+  const std::string text = Impostor::read_abort(fd);
+  CHILD_CHECK(contains(text, "outside its region"), "the sender is told why: '%s'", text.c_str());
+  const bool ok = side_barrier(rank, "done", {0, 1});
+  close(fd);
+  return ok ? 0 : 1;
+}
+
+TEST_P(RefusedWrite, FailsTheTargetAndTheSenderAndWritesNothing) {
+  const BadWrite bad = GetParam();
+  expect_all_succeeded(run_ranks(2, [bad](Rank& rank) {
+    if (rank.boot.rank() == 0 && (bad == BadWrite::kAbsurdLength || bad == BadWrite::kWrapAround))
+      return impostor_for_refused_write(rank, bad);
+    return refused_write_rank(rank, bad);
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, RefusedWrite,
+                         ::testing::Values(BadWrite::kDeregistered, BadWrite::kUnknownRkey,
+                                           BadWrite::kBeforeRegion, BadWrite::kPastEnd,
+                                           BadWrite::kTooLong, BadWrite::kAbsurdLength,
+                                           BadWrite::kWrapAround),
+                         [](const auto& info) { return std::string(bad_write_name(info.param)); });
+
+// What an impostor rank 0 sends after setup, and what the real rank 1 must
+// conclude.
+enum class Injection {
+  kGarbage,           // random bytes
+  kBadMagic,          // a header whose magic is wrong
+  kUnknownType,       // a header of an unknown frame type
+  kReservedSet,       // a header with its reserved word set
+  kHugeAbort,         // an abort frame longer than any abort text
+  kTruncatedHeader,   // half a header, then close
+  kTruncatedPayload,  // a flag write with 4 of its 8 bytes, then close
+  kValidThenGarbage,  // a valid flag write lands, then garbage
+  kValidThenClose,    // a valid write lands, then the connection closes
+};
+
+const char* injection_name(Injection i) {
+  switch (i) {
+    case Injection::kGarbage:
+      return "Garbage";
+    case Injection::kBadMagic:
+      return "BadMagic";
+    case Injection::kUnknownType:
+      return "UnknownType";
+    case Injection::kReservedSet:
+      return "ReservedSet";
+    case Injection::kHugeAbort:
+      return "HugeAbort";
+    case Injection::kTruncatedHeader:
+      return "TruncatedHeader";
+    case Injection::kTruncatedPayload:
+      return "TruncatedPayload";
+    case Injection::kValidThenGarbage:
+      return "ValidThenGarbage";
+    case Injection::kValidThenClose:
+      return "ValidThenClose";
+  }
+  return "?";
+}
+
+constexpr uint64_t kValidValue = 0x0123456789abcdefull;
+
+int inject(Rank& rank, Injection what) {
+  Impostor imp(rank);
+  const tcp_wire::Address peer = imp.join();
+  int fd = Impostor::dial(peer);
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer, peer.token), "connect: %s",
+              std::strerror(errno));
+  const auto remote = exchange_regions(rank.boot, nullptr);
+  const RemoteRegion target = remote[1];
+  const uint64_t eight = 0xdeadbeefdeadbeefull;
+  bool sent = true;
+  switch (what) {
+    case Injection::kGarbage: {
+      uint8_t junk[200];
+      for (size_t i = 0; i < sizeof junk; ++i) junk[i] = uint8_t(i * 37 + 11);
+      sent = Impostor::send_all(fd, junk, sizeof junk);
+      break;
+    }
+    case Injection::kBadMagic: {
+      const FrameHeader h{0x12345678, tcp_wire::kWriteFrame, target.rkey, 0, target.addr, 8};
+      sent = Impostor::send_all(fd, &h, sizeof h) && Impostor::send_all(fd, &eight, 8);
+      break;
+    }
+    case Injection::kUnknownType:
+      sent = Impostor::send_frame(fd, 99, target.rkey, target.addr, 8, &eight, 8);
+      break;
+    case Injection::kReservedSet: {
+      const FrameHeader h{
+          tcp_wire::kFrameMagic, tcp_wire::kWriteFrame, target.rkey, 1, target.addr, 8};
+      sent = Impostor::send_all(fd, &h, sizeof h) && Impostor::send_all(fd, &eight, 8);
+      break;
+    }
+    case Injection::kHugeAbort:
+      sent = Impostor::send_frame(fd, tcp_wire::kAbortFrame, 0, 0, uint64_t(1) << 40, &eight, 8);
+      break;
+    case Injection::kTruncatedHeader: {
+      const FrameHeader h{
+          tcp_wire::kFrameMagic, tcp_wire::kWriteFrame, target.rkey, 0, target.addr, 8};
+      sent = Impostor::send_all(fd, &h, sizeof h / 2);
+      break;
+    }
+    case Injection::kTruncatedPayload:
+      sent =
+          Impostor::send_frame(fd, tcp_wire::kWriteFrame, target.rkey, target.addr, 8, &eight, 4);
+      break;
+    case Injection::kValidThenGarbage:
+    case Injection::kValidThenClose:
+      sent = Impostor::send_frame(fd, tcp_wire::kWriteFrame, target.rkey, target.addr, 8,
+                                  &kValidValue, 8);
+      if (what == Injection::kValidThenGarbage) {
+        const char junk[] = "GET / HTTP/1.0\r\n\r\n and then some more bytes";
+        sent = sent && Impostor::send_all(fd, junk, sizeof junk);
+      }
+      break;
+  }
+  CHILD_CHECK(sent, "send: %s", std::strerror(errno));
+  const bool closes = what == Injection::kTruncatedHeader || what == Injection::kTruncatedPayload ||
+                      what == Injection::kValidThenClose;
+  if (closes) close(fd);
+  const bool ok = side_barrier(rank, "done", {0, 1});
+  if (!closes) close(fd);
+  return ok ? 0 : 1;
+}
+
+int injected_target(Rank& rank, Injection what) {
+  auto t = make_tcp_transport(rank.boot, options());
+  GuardedBuffer buffer(4096);
+  MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+  exchange_regions(rank.boot, mr);
+  Waiter wait{*t};
+  const bool lost = what == Injection::kTruncatedHeader || what == Injection::kTruncatedPayload ||
+                    what == Injection::kValidThenClose;
+  const int status = lost ? COLL_ERR_PEER_LOST : COLL_ERR_TRANSPORT;
+  CHILD_CHECK(wait.fails_with(status, 0), "want status %d, got %d/%d: %s", status,
+              wait.error_status, wait.thrown_status, wait.thrown.c_str());
+  CHILD_CHECK(contains(wait.thrown, "rank 0"), "message names the sender: %s", wait.thrown.c_str());
+  const char* why =
+      lost ? (what == Injection::kValidThenClose ? "closed" : "truncated") : "malformed";
+  CHILD_CHECK(contains(wait.thrown, why), "message says '%s': %s", why, wait.thrown.c_str());
+  if (what == Injection::kValidThenGarbage || what == Injection::kValidThenClose) {
+    uint64_t landed;
+    std::memcpy(&landed, buffer.data(), 8);
+    CHILD_CHECK(landed == kValidValue, "the valid write before did not land");
+    std::memset(buffer.data(), GuardedBuffer::kFill, 8);  // so that the check below holds
+  }
+  CHILD_CHECK(buffer.first_written() < 0, "byte %ld of the region written", buffer.first_written());
+  CHILD_CHECK(buffer.first_bad_canary() < 0, "canary %ld changed", buffer.first_bad_canary());
+  // Still failed, with the same message.
+  Waiter again{*t};
+  CHILD_CHECK(!again.capture(0) && again.thrown == wait.thrown, "sticky: %s", again.thrown.c_str());
+  return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+}
+
+class InjectedBytes : public ::testing::TestWithParam<Injection> {};
+
+TEST_P(InjectedBytes, AreAnErrorNotACrashNorAWrite) {
+  const Injection what = GetParam();
+  expect_all_succeeded(run_ranks(2, [what](Rank& rank) {
+    return rank.boot.rank() == 0 ? inject(rank, what) : injected_target(rank, what);
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, InjectedBytes,
+                         ::testing::Values(Injection::kGarbage, Injection::kBadMagic,
+                                           Injection::kUnknownType, Injection::kReservedSet,
+                                           Injection::kHugeAbort, Injection::kTruncatedHeader,
+                                           Injection::kTruncatedPayload,
+                                           Injection::kValidThenGarbage,
+                                           Injection::kValidThenClose),
+                         [](const auto& info) { return std::string(injection_name(info.param)); });
+
+// Strangers on the listening port during setup - garbage, a wrong token, a
+// silent connection that closes - are dropped, and the real rank 0 gets in.
+// After setup the port is closed: nobody can connect at all.
+TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    if (rank.boot.rank() == 1) {
+      auto t = make_tcp_transport(rank.boot, options());
+      GuardedBuffer buffer(4096);
+      MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+      exchange_regions(rank.boot, mr);
+      Waiter wait{*t};
+      CHILD_CHECK(wait.until(
+                      [&] {
+                        uint64_t v;
+                        std::memcpy(&v, buffer.data(), 8);
+                        return v == kValidValue;
+                      },
+                      0),
+                  "the impostor's valid write: %s", wait.thrown.c_str());
+      CHILD_CHECK(buffer.first_bad_canary() < 0, "canary");
+      return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+    }
+    Impostor imp(rank);
+    const tcp_wire::Address peer = imp.join();
+    int junk = Impostor::dial(peer);
+    CHILD_CHECK(junk >= 0 && Impostor::send_all(junk, "hello there, this is no hello", 29), "junk");
+    int wrong = Impostor::dial(peer);
+    CHILD_CHECK(wrong >= 0 && Impostor::greet(wrong, peer, peer.token + 1), "wrong token");
+    int silent = Impostor::dial(peer);
+    CHILD_CHECK(silent >= 0, "silent");
+    close(silent);
+    int fd = Impostor::dial(peer);
+    CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer, peer.token), "the real hello");
+    const auto remote = exchange_regions(rank.boot, nullptr);
+    // Rank 1's setup is over (it traded regions): its port must be closed.
+    errno = 0;
+    int late = Impostor::dial(peer);
+    CHILD_CHECK(late < 0 && errno == ECONNREFUSED, "a connection after setup: fd %d, %s", late,
+                std::strerror(errno));
+    CHILD_CHECK(Impostor::send_frame(fd, tcp_wire::kWriteFrame, remote[1].rkey, remote[1].addr, 8,
+                                     &kValidValue, 8),
+                "valid write");
+    const bool ok = side_barrier(rank, "done", {0, 1});
+    close(junk);
+    close(wrong);
+    close(fd);
+    return ok ? 0 : 1;
+  }));
+}
+
+// ------------------------------------------------------------ lost peers
+
+// Rank 2 leaves right after setup (exit without cleanup, or SIGKILL): the
+// others see COLL_ERR_PEER_LOST naming rank 2, from poll and check_peer.
+void lost_peer_case(bool killed) {
+  const auto statuses = run_ranks(3, [killed](Rank& rank) {
+    auto t = make_tcp_transport(rank.boot, options());
+    MemoryRegion* mr = t->reg_write(t->window_base(), 4096);
+    exchange_regions(rank.boot, mr);
+    if (rank.boot.rank() == 2) {
+      if (killed) raise(SIGKILL);
+      std::fflush(nullptr);
+      _exit(0);  // no destructor: the kernel closes the sockets
+    }
+    Waiter wait{*t};
+    CHILD_CHECK(wait.fails_with(COLL_ERR_PEER_LOST, 2), "status %d/%d: %s", wait.error_status,
+                wait.thrown_status, wait.thrown.c_str());
+    CHILD_CHECK(contains(wait.thrown, "lost rank 2"), "message: %s", wait.thrown.c_str());
+    // Ranks 0 and 1 stay until both have seen it: an exit would be a
+    // second lost peer for the other.
+    return side_barrier(rank, "seen", {0, 1}) ? 0 : 1;
+  });
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[0], 0);
+  EXPECT_EQ(statuses[1], 0);
+  EXPECT_EQ(statuses[2], killed ? -1 : 0);
+}
+
+TEST(TcpTransport, APeerThatExitsIsLost) { lost_peer_case(false); }
+TEST(TcpTransport, APeerThatIsKilledIsLost) { lost_peer_case(true); }
+
+// ------------------------------------------------------------ shm+tcp
+
+// Four ranks that pretend to live on two hosts {0,1} and {2,3}: same-host
+// pairs go through shared memory, the others through TCP, and one rkey from
+// one reg_write serves both paths. Then a deregistered rkey fails on both:
+// at the sender on shm (post_write, EACCES), at the target on tcp.
+TEST(HybridTransport, OneRkeyServesBothPathsAndDeregEndsItOnBoth) {
+  expect_all_succeeded(run_ranks(4, [](Rank& rank) {
+    const int me = rank.boot.rank(), n = rank.boot.size();
+    const std::vector<std::string> hosts = {"hostA", "hostA", "hostB", "hostB"};
+    auto t = make_hybrid_transport(rank.boot, options(), hosts);
+    CHILD_CHECK(std::strcmp(t->name(), "shm+tcp") == 0, "name %s", t->name());
+    CHILD_CHECK(!t->needs_local_registration(), "copies at post");
+    auto* window = static_cast<uint8_t*>(t->window_base());
+    constexpr size_t kArea = 8192, kFlags = 4 * kArea;
+    MemoryRegion* mr = t->reg_write(window, 64 * 1024);
+    const auto remote = exchange_regions(rank.boot, mr);
+    Waiter wait{*t};
+    std::vector<uint8_t> source(kArea);
+    for (size_t i = 0; i < kArea; ++i) source[i] = pattern(me, 1, i);
+    for (int peer = 0; peer < n; ++peer) {  // oneself included
+      const RemoteRegion& r = remote[size_t(peer)];
+      CHILD_CHECK(t->post_write(peer, 0, source.data(), kArea, nullptr, 0,
+                                r.addr + kArea * size_t(me), r.rkey) == 0,
+                  "data to %d: %s", peer, std::strerror(errno));
+      const uint64_t flag = 1;
+      CHILD_CHECK(t->post_write(peer, uint64_t(100 + peer), &flag, 8, nullptr, kWriteSignaled,
+                                r.addr + kFlags + 8 * uint64_t(me), r.rkey) == 0,
+                  "flag to %d", peer);
+    }
+    auto* flags = reinterpret_cast<uint64_t*>(window + kFlags);
+    for (int peer = 0; peer < n; ++peer) {
+      CHILD_CHECK(
+          wait.until([&] { return __atomic_load_n(&flags[peer], __ATOMIC_ACQUIRE) == 1; }, peer),
+          "flag from %d: %s", peer, wait.thrown.c_str());
+      for (size_t i = 0; i < kArea; ++i)
+        CHILD_CHECK(window[kArea * size_t(peer) + i] == pattern(peer, 1, i), "byte %zu from %d", i,
+                    peer);
+      CHILD_CHECK(wait.until([&] { return wait.has_completed(uint64_t(100 + peer)); }, peer),
+                  "completion of the flag to %d", peer);
+    }
+    rank.boot.barrier(kTimeout);
+
+    // Rank 0 deregisters; rank 1 (same host) and rank 2 (other host) try.
+    if (me == 0) CHILD_CHECK(t->dereg(mr) == 0, "dereg");
+    rank.boot.barrier(kTimeout);
+    const uint64_t poison = 0xbadbadbadbadbadull;
+    if (me == 1) {
+      errno = 0;
+      CHILD_CHECK(
+          t->post_write(0, 0, &poison, 8, nullptr, 0, remote[0].addr, remote[0].rkey) == -1 &&
+              errno == EACCES,
+          "shm write with a deregistered rkey: errno %d", errno);
+    }
+    if (me == 2) {
+      CHILD_CHECK(t->post_write(0, 0, &poison, 8, nullptr, 0, remote[0].addr, remote[0].rkey) == 0,
+                  "tcp posts; the target refuses");
+      CHILD_CHECK(wait.fails_with(COLL_ERR_TRANSPORT, 0), "rank 2: %s", wait.thrown.c_str());
+    }
+    if (me == 0) {
+      CHILD_CHECK(wait.fails_with(COLL_ERR_TRANSPORT, 2), "rank 0: %d/%d %s", wait.error_status,
+                  wait.thrown_status, wait.thrown.c_str());
+      CHILD_CHECK(contains(wait.thrown, "from rank 2") &&
+                      contains(wait.thrown, "names no registered region"),
+                  "message: %s", wait.thrown.c_str());
+      uint64_t first;
+      std::memcpy(&first, window, 8);
+      CHILD_CHECK(first != poison, "the refused write landed");
+    }
+    return side_barrier(rank, "done", {0, 1, 2, 3}) ? 0 : 1;
+  }));
+}
+
+}  // namespace
+}  // namespace coll

@@ -1,0 +1,225 @@
+// The selection table: its text format, which rule applies at the
+// boundaries, the tuning file over the compiled-in defaults, errors that
+// name the file and line, and the algorithm registry's names.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <climits>
+#include <fstream>
+#include <string>
+
+#include "algorithms.hpp"
+#include "error.hpp"
+#include "selection.hpp"
+
+namespace coll {
+namespace {
+
+std::string algo(const SelectionTable& t, Collective c, int n, size_t bytes) {
+  const SelectionRule* rule = t.find(c, n, bytes);
+  if (!rule) return "none";
+  return c == Collective::kAllreduce ? rule->allreduce->name : rule->bcast->name;
+}
+
+// The message of the Error that parsing text throws ("" when none is).
+std::string parse_error(const std::string& text) {
+  try {
+    SelectionTable::parse(text, "test.tuning");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+    return e.what();
+  }
+  return "";
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    char name[] = "/tmp/coll_selection_test_XXXXXX";
+    const int fd = mkstemp(name);
+    EXPECT_GE(fd, 0);
+    close(fd);
+    path_ = name;
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(Selection, RuleWithTheLargestMinBytesAtOrBelowTheSizeApplies) {
+  const SelectionTable t = SelectionTable::parse(
+      "allreduce 4 0 recursive_doubling\n"
+      "allreduce 4 2048 tree\n"
+      "allreduce 4 256K ring\n",
+      "test");
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 0), "recursive_doubling");
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 2047), "recursive_doubling");
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 2048), "tree");
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 256 * 1024 - 1), "tree");
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 256 * 1024), "ring");
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, SIZE_MAX), "ring");
+  // Other rank counts and the other collective have no rule here.
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 3, 100), "none");
+  EXPECT_EQ(algo(t, Collective::kBcast, 4, 100), "none");
+}
+
+TEST(Selection, RankRangesAndOrderDoNotMatterButTiesGoToTheLaterLine) {
+  const SelectionTable t = SelectionTable::parse(
+      "  # a comment, then a blank line\n"
+      "\n"
+      "bcast 9+   0 binomial   # nine ranks or more\n"
+      "bcast 2-4  0 tree\n"
+      "bcast *    1M scatter_allgather\n"
+      "bcast 3    0 ring\n"
+      "bcast 5-8  0 binomial\n"
+      "bcast 5-8  0 tree\n",
+      "test");
+  EXPECT_EQ(algo(t, Collective::kBcast, 1, 0), "none");
+  EXPECT_EQ(algo(t, Collective::kBcast, 2, 0), "tree");
+  EXPECT_EQ(algo(t, Collective::kBcast, 3, 0), "ring");  // same min_bytes: later line
+  EXPECT_EQ(algo(t, Collective::kBcast, 4, 0), "tree");
+  EXPECT_EQ(algo(t, Collective::kBcast, 6, 0), "tree");  // same min_bytes: later line
+  EXPECT_EQ(algo(t, Collective::kBcast, 9, 0), "binomial");
+  EXPECT_EQ(algo(t, Collective::kBcast, INT_MAX, 0), "binomial");
+  EXPECT_EQ(algo(t, Collective::kBcast, 1, 1 << 20), "scatter_allgather");
+  EXPECT_EQ(algo(t, Collective::kBcast, 3, (1 << 20) - 1), "ring");
+  EXPECT_EQ(algo(t, Collective::kBcast, 3, 1 << 20), "scatter_allgather");
+  EXPECT_EQ(t.rules().size(), 6u);
+  EXPECT_EQ(t.rules()[0].line, 3);
+}
+
+TEST(Selection, ByteSuffixesArePowersOf1024) {
+  const SelectionTable t = SelectionTable::parse(
+      "allreduce 1 1k ring\nallreduce 2 3M ring\nallreduce 3 2G ring\nallreduce 4 77 ring\n",
+      "test");
+  ASSERT_EQ(t.rules().size(), 4u);
+  EXPECT_EQ(t.rules()[0].min_bytes, 1024u);
+  EXPECT_EQ(t.rules()[1].min_bytes, 3u << 20);
+  EXPECT_EQ(t.rules()[2].min_bytes, size_t(2) << 30);
+  EXPECT_EQ(t.rules()[3].min_bytes, 77u);
+}
+
+TEST(Selection, BadLinesAreErrorsNamingOriginLineAndProblem) {
+  EXPECT_EQ(parse_error(""), "");
+  EXPECT_EQ(parse_error("# only a comment\n"), "");
+  std::string e = parse_error("allreduce * 0 ring\nreduce * 0 ring\n");
+  EXPECT_NE(e.find("test.tuning: line 2: unknown collective 'reduce'"), std::string::npos) << e;
+  e = parse_error("allreduce * 0\n");
+  EXPECT_NE(e.find("line 1: 3 fields where 4 were expected"), std::string::npos) << e;
+  e = parse_error("allreduce * 0 ring extra\n");
+  EXPECT_NE(e.find("5 fields"), std::string::npos) << e;
+  for (const char* ranks : {"0", "-1", "3-2", "x", "2-", "0+", "+", "1-x", "99999999999"}) {
+    e = parse_error(std::string("bcast ") + ranks + " 0 ring\n");
+    EXPECT_NE(e.find(std::string("bad ranks '") + ranks + "'"), std::string::npos) << e;
+  }
+  for (const char* bytes : {"-1", "12X", "K", "1KB", "0x10", "99999999999999999999",
+                            "17179869184G", "+5"}) {
+    e = parse_error(std::string("bcast * ") + bytes + " ring\n");
+    EXPECT_NE(e.find(std::string("bad min_bytes '") + bytes + "'"), std::string::npos) << e;
+  }
+  e = parse_error("allreduce * 0 auto\n");
+  EXPECT_NE(e.find("unknown allreduce algorithm 'auto' (valid: ring, tree, binomial, "
+                   "recursive_doubling, rabenseifner)"),
+            std::string::npos)
+      << e;
+  // A bcast-only name is no allreduce algorithm, and the other way round.
+  e = parse_error("allreduce * 0 scatter_allgather\n");
+  EXPECT_NE(e.find("unknown allreduce algorithm"), std::string::npos) << e;
+  e = parse_error("bcast * 0 recursive_doubling\n");
+  EXPECT_NE(e.find("unknown bcast algorithm 'recursive_doubling' (valid: ring, binomial, tree, "
+                   "scatter_allgather)"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Selection, DefaultsCoverEveryCallAndNameRealAlgorithms) {
+  const Selection s;  // parses the compiled-in table; throws if it is bad
+  for (int n = 1; n <= 64; ++n) {
+    for (size_t bytes = 0; bytes <= (size_t(1) << 32); bytes = bytes ? bytes * 2 : 1) {
+      EXPECT_NO_THROW(s.allreduce(n, bytes)) << n << " " << bytes;
+      EXPECT_NO_THROW(s.bcast(n, bytes)) << n << " " << bytes;
+      EXPECT_EQ(&s.allreduce(n, bytes), lookup_allreduce(s.allreduce(n, bytes).name));
+    }
+  }
+}
+
+TEST(Selection, TuningRulesWinWhereTheyApplyAndDefaultsElsewhere) {
+  const Selection defaults;
+  const Selection tuned(SelectionTable::parse("allreduce 4 1K tree\nbcast 3-5 0 ring\n", "t"));
+  const std::string d_small = defaults.allreduce(4, 100).name;
+  EXPECT_EQ(std::string(tuned.allreduce(4, 100).name), d_small);  // below 1K: defaults
+  EXPECT_EQ(std::string(tuned.allreduce(4, 1024).name), "tree");
+  EXPECT_EQ(std::string(tuned.allreduce(4, size_t(1) << 30).name), "tree");
+  EXPECT_EQ(std::string(tuned.allreduce(8, 1 << 20).name), defaults.allreduce(8, 1 << 20).name);
+  for (size_t bytes : {size_t(0), size_t(5000), size_t(1) << 26})
+    EXPECT_EQ(std::string(tuned.bcast(4, bytes).name), "ring");
+  EXPECT_EQ(std::string(tuned.bcast(2, 5000).name), defaults.bcast(2, 5000).name);
+}
+
+TEST(Selection, LoadReadsAFileAndNamesItInErrors) {
+  TempFile good("allreduce 2 0 binomial\n");
+  const SelectionTable t = SelectionTable::load(good.path());
+  EXPECT_EQ(algo(t, Collective::kAllreduce, 2, 10), "binomial");
+
+  TempFile bad("allreduce 2 0 binomial\nallreduce 2 1Q ring\n");
+  try {
+    SelectionTable::load(bad.path());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(e.what()).find("COLL_TUNING_FILE=" + bad.path() + ": line 2"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    SelectionTable::load("/nonexistent/tuning.txt");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(e.what()).find("COLL_TUNING_FILE=/nonexistent/tuning.txt: cannot open"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The only test that touches the process-wide selection: the first call
+// with a bad file fails (and keeps failing), once fixed the file is used.
+TEST(Selection, ChooseReadsCollTuningFileAtFirstUse) {
+  TempFile tuning("allreduce 3 0 recursive_doubling\n");
+  TempFile broken("allreduce 3 0 no_such_algo\n");
+  setenv("COLL_TUNING_FILE", broken.path().c_str(), 1);
+  EXPECT_THROW(load_selection(), Error);
+  EXPECT_THROW(choose_allreduce(3, 8), Error);
+  EXPECT_THROW(choose_bcast(3, 8), Error);
+  setenv("COLL_TUNING_FILE", tuning.path().c_str(), 1);
+  EXPECT_EQ(std::string(choose_allreduce(3, 8).name), "recursive_doubling");
+  EXPECT_EQ(std::string(choose_allreduce(3, 1 << 30).name), "recursive_doubling");
+  unsetenv("COLL_TUNING_FILE");
+  // Read once: later changes of the environment do not matter.
+  EXPECT_EQ(std::string(choose_allreduce(3, 8).name), "recursive_doubling");
+}
+
+TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
+  for (const char* name : {"ring", "tree", "binomial", "recursive_doubling", "rabenseifner"})
+    EXPECT_EQ(std::string(find_allreduce(name).name), name);
+  for (const char* name : {"ring", "tree", "binomial", "scatter_allgather"})
+    EXPECT_EQ(std::string(find_bcast(name).name), name);
+  try {
+    find_bcast("recursive_doubling");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+    EXPECT_STREQ(e.what(),
+                 "COLL_BCAST_ALGO=recursive_doubling: unknown algorithm (valid: ring, binomial, "
+                 "tree, scatter_allgather, auto)");
+  }
+  EXPECT_THROW(find_allreduce(""), Error);
+  EXPECT_EQ(lookup_allreduce("Ring"), nullptr);
+}
+
+}  // namespace
+}  // namespace coll
