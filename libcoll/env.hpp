@@ -9,7 +9,7 @@
 namespace coll {
 
 struct Config {
-  std::string transport;       // COLL_TRANSPORT: "", shm, rdma, tcp
+  std::string transport;       // COLL_TRANSPORT: "" (auto), shm, tcp, shm+tcp, rdma
   std::string allreduce_algo;  // COLL_ALLREDUCE_ALGO: "" = choose
   std::string bcast_algo;      // COLL_BCAST_ALGO: "" = choose
   double timeout_s = 300;      // COLL_TIMEOUT: bound on every wait

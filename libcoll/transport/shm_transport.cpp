@@ -49,8 +49,22 @@ struct SegmentHeader {
   int64_t pid;
   uint64_t base;  // where the owner mapped the segment
   uint64_t window_offset;
+  uint64_t closed;  // set when the owner's transport goes away
   RegionEntry regions[kMaxRegions];  // this rank's RegionTable
 };
+
+// A process that has exited but is not yet reaped still answers kill(0).
+bool is_zombie(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char line[512] = {};
+  const bool got = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const char* paren = got ? std::strrchr(line, ')') : nullptr;  // "pid (comm) S ..."
+  return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
 
 size_t page_round(size_t n) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -184,10 +198,17 @@ class ShmTransport final : public Transport {
     return n;
   }
 
+  ~ShmTransport() override {
+    // Tells peers still waiting for us that we are gone on purpose.
+    if (own_.data()) __atomic_store_n(&own_.header()->closed, 1, __ATOMIC_RELEASE);
+  }
+
   void check_peer(int peer) override {
     if (peer < 0 || peer >= size_ || !peers_[peer].data()) return;  // not ours to watch
+    if (__atomic_load_n(&peers_[peer].header()->closed, __ATOMIC_ACQUIRE))
+      fail(COLL_ERR_PEER_LOST, "rank %d has left (it finalized or failed)", peer);
     pid_t pid = static_cast<pid_t>(pids_[peer]);
-    if (kill(pid, 0) != 0 && errno == ESRCH)
+    if ((kill(pid, 0) != 0 && errno == ESRCH) || is_zombie(pid))
       fail(COLL_ERR_PEER_LOST, "rank %d (pid %d) is gone", peer, int(pid));
   }
 
@@ -239,7 +260,7 @@ class ShmTransport final : public Transport {
       if (same_host_.empty() && std::strcmp(info.host, mine.host) != 0)
         fail(COLL_ERR_INVALID_ARG,
              "COLL_TRANSPORT=shm needs all ranks on one host, but rank %d runs on "
-             "%s and rank %d on %s; use COLL_TRANSPORT=rdma or tcp",
+             "%s and rank %d on %s; use COLL_TRANSPORT=auto (shm+tcp), tcp or rdma",
              rank_, mine.host, r, info.host);
       pids_[r] = info.pid;
       if (r == rank_)
