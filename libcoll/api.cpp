@@ -3,6 +3,7 @@
 // is kept on the communicator (coll_comm_last_error).
 #include <coll/coll.h>
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -44,6 +45,17 @@ int guarded(std::string& message, Body body) {
     message = "internal error: unknown exception";
     return COLL_ERR_INTERNAL;
   }
+}
+
+// C callers may pass any int as a coll_datatype_t or coll_op_t, and loading
+// an out-of-range value as the C++ enum is undefined behaviour: read the
+// bits as an int instead, and let the communicator reject bad values.
+template <class Enum>
+int raw_enum(const Enum& e) {
+  static_assert(sizeof(int) == sizeof(Enum));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
 // Checks the communicator handle, then runs body on it.
@@ -110,12 +122,12 @@ int coll_comm_size(coll_comm_t comm, int* size) {
 int coll_allreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
                    coll_op_t op, coll_comm_t comm) {
   return on_comm(comm, [&](coll::Communicator& c) {
-    c.allreduce(sendbuf, recvbuf, count, datatype, op);
+    c.allreduce(sendbuf, recvbuf, count, raw_enum(datatype), raw_enum(op));
   });
 }
 
 int coll_bcast(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm) {
-  return on_comm(comm, [&](coll::Communicator& c) { c.bcast(buf, count, datatype, root); });
+  return on_comm(comm, [&](coll::Communicator& c) { c.bcast(buf, count, raw_enum(datatype), root); });
 }
 
 int coll_barrier(coll_comm_t comm) {
@@ -152,7 +164,9 @@ const char* coll_comm_last_algorithm(coll_comm_t comm, const char* collective) {
   return comm && collective ? comm->impl->last_algorithm(collective) : "";
 }
 
-size_t coll_datatype_size(coll_datatype_t datatype) { return coll::datatype_size(datatype); }
+size_t coll_datatype_size(coll_datatype_t datatype) {
+  return coll::datatype_size(raw_enum(datatype));
+}
 
 int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t* stats) {
   return on_comm(comm, [&](coll::Communicator& c) {

@@ -7,7 +7,8 @@ PKGS=(
   meson ninja-build g++ pkg-config
   libgtest-dev libgmock-dev
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
-  libhwloc-dev libpmix-dev openmpi-bin libopenmpi-dev
+  libhwloc-dev libpmix-dev libpmix2 openmpi-bin libopenmpi-dev
+  slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
   gnuplot-nox
   qemu-system-x86 busybox-static ibverbs-utils rdmacm-utils perftest iproute2 kmod cpio
 )
