@@ -1,6 +1,7 @@
 #include "communicator.hpp"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "datatype.hpp"
@@ -68,6 +69,10 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
                                        config_.timeout_s, *cache_, config_.zcopy_threshold);
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);
+  if (config_.debug)
+    std::fprintf(stderr, "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B\n",
+                 rank(), size(), boot_->name(), transport_->describe().c_str(), layout.num_slots,
+                 layout.slot_bytes);
 }
 
 Communicator::~Communicator() {

@@ -67,6 +67,7 @@ Config load_config() {
   if (cache != "0" && cache != "1")
     fail(COLL_ERR_INVALID_ARG, "COLL_REGCACHE=%s: expected 0 or 1", cache.c_str());
   c.regcache = cache == "1";
+  c.debug = env_string("COLL_DEBUG", "0") != "0";
   return c;
 }
 

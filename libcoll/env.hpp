@@ -19,6 +19,7 @@ struct Config {
   // into the receivers' buffers; 0 turns zero-copy off.
   size_t zcopy_threshold = 512 * 1024;
   bool regcache = true;  // COLL_REGCACHE=0: register/deregister every call
+  bool debug = false;    // COLL_DEBUG=1: one line per rank at coll_init
 };
 
 // Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.

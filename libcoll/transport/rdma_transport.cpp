@@ -298,6 +298,11 @@ class RdmaTransport final : public Transport {
   ~RdmaTransport() override;
 
   const char* name() const override { return "rdma"; }
+
+  std::string describe() const override {
+    return strfmt("rdma on %s (%s)", ibv_get_device_name(listen_id_->verbs->device),
+                  local_ip_.c_str());
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void* window_base() const override { return window_.base(); }

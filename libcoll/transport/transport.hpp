@@ -62,6 +62,8 @@ class Transport {
   virtual ~Transport() = default;
 
   virtual const char* name() const = 0;
+  // For logs: the name and what it runs on ("rdma on rxe0 (192.0.2.1)").
+  virtual std::string describe() const { return name(); }
   virtual int rank() const = 0;
   virtual int size() const = 0;
 

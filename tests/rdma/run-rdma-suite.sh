@@ -13,6 +13,9 @@
 #                  (COLL_SLOT_SIZE=4096, the 1 Mi-element cases left out);
 #                  skipped when collrun or mp_collectives is not built;
 #                  RDMA_SUITE_FULL=1 keeps the 1 Mi-element cases (slower)
+#   regcache-np2   tests/regcache's regcache_mp over rdma: a 4 MiB buffer
+#                  reused registers once, the stale-address test (buffer
+#                  replaced at the same address: invalidation, right results)
 #
 # Usage: tests/rdma/run-rdma-suite.sh [BUILD_DIR]     (default: build)
 # Needs root (the VM harness), qemu and, on the first run, Debian's archive
@@ -31,13 +34,14 @@ TIMEOUT=${RDMA_SUITE_TIMEOUT:-900}
 TRANSPORT_TEST=$BUILD/tests/rdma/rdma_transport_test
 COLLRUN=$BUILD/libcoll/launcher/collrun
 MP_COLLECTIVES=$BUILD/tests/mp/mp_collectives
+REGCACHE_MP=$BUILD/tests/regcache/regcache_mp
 [ -x "$TRANSPORT_TEST" ] || { echo "run-rdma-suite: $TRANSPORT_TEST not built (meson with -Drdma=enabled?)" >&2; exit 2; }
 
 rm -rf "$OUT"; mkdir -p "$OUT"
 GUEST=$OUT/guest-script.sh
 {
-  printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nLOGS=%q\n' \
-    "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$OUT"
+  printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nREGCACHE_MP=%q\nLOGS=%q\n' \
+    "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$REGCACHE_MP" "$OUT"
   if [ "${RDMA_SUITE_FULL:-0}" = 1 ]; then echo "MP_FILTER='*'"; else echo "MP_FILTER='-*Large*'"; fi
   cat <<'EOF'
 set -u
@@ -67,6 +71,16 @@ if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
   done
 else
   echo "RESULT collectives SKIPPED (collrun or mp_collectives not built)"
+fi
+
+if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
+  # Registered memory counts against RLIMIT_MEMLOCK (8 MiB here); root may
+  # lift it, as a cluster's limits.conf would.
+  ulimit -l unlimited
+  step regcache-np2 timeout 600 "$COLLRUN" -np 2 --timeout 540 \
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 \
+    -x REGCACHE_MP_ITERS=20 "$REGCACHE_MP"
+  cat "$LOGS/regcache-np2.log"
 fi
 echo "SUITE fails=$fails"
 exit $fails
