@@ -1,5 +1,6 @@
-// collrun: starts N ranks of a program on this host, hosts their
-// rendezvous, forwards their output and ends the job as a whole.
+// collrun: starts N ranks of a program, on this host or on the hosts of -H
+// / --hostfile (those through a launch agent, launch_agent.hpp), hosts
+// their rendezvous, forwards their output and ends the job as a whole.
 //
 // Everything happens in one poll() loop over the signal pipe (SIGCHLD,
 // SIGINT, SIGTERM, SIGHUP), the rendezvous sockets and the ranks' output
@@ -18,19 +19,23 @@
 #include <cstring>
 #include <optional>
 #include <random>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bootstrap/collrun_protocol.hpp"
+#include "bootstrap/unique_fd.hpp"
 #include "cpu_binding.hpp"
+#include "job_plan.hpp"
+#include "launch_agent.hpp"
 #include "launch_options.hpp"
 #include "output_forwarder.hpp"
+#include "rank_environment.hpp"
 #include "rank_process.hpp"
 #include "rendezvous_server.hpp"
 #include "shm_cleanup.hpp"
 #include "signal_pipe.hpp"
+#include "this_host.hpp"
 
 extern char** environ;
 
@@ -47,6 +52,8 @@ constexpr auto kKillGrace = std::chrono::seconds(2);
 // After SIGKILL a rank ends at once unless it is stuck in the kernel; do not
 // wait on such a rank forever.
 constexpr auto kReapGrace = std::chrono::seconds(10);
+// Removing the job's /dev/shm segments on a remote host, through the agent.
+constexpr auto kRemoteCleanupLimit = std::chrono::seconds(10);
 
 void say(const std::string& line) {
   std::string text = "collrun: " + line + "\n";
@@ -69,21 +76,96 @@ void ensure_standard_fds_open() {
     if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", O_RDWR);
 }
 
+// collrun's environment less an outer PMIx launcher's identity: with it
+// the ranks (collrun run inside mpirun or srun) would join that job.
+std::vector<std::string> own_environment_without_pmix() {
+  std::vector<std::string> env;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    std::string_view text(*entry);
+    if (!text.starts_with("PMIX_")) env.emplace_back(text);
+  }
+  return env;
+}
+
+std::string working_directory() {
+  std::vector<char> buffer(4096);
+  for (;;) {
+    if (::getcwd(buffer.data(), buffer.size())) return buffer.data();
+    if (errno != ERANGE || buffer.size() > (1u << 20)) return "";
+    buffer.resize(buffer.size() * 2);
+  }
+}
+
+// Where the rendezvous listens, and the address remote ranks are told.
+struct RendezvousPlan {
+  std::string listen_ip = "127.0.0.1";
+  std::string remote_ip;  // "" when the job has no remote ranks
+};
+
+// --bootstrap-addr when given; else 127.0.0.1 for a job on this host only,
+// else the first non-loopback IPv4 address (the tcp transport's choice).
+RendezvousPlan plan_rendezvous(const LaunchOptions& options, const JobPlan& plan) {
+  RendezvousPlan rendezvous;
+  if (options.bootstrap_addr) rendezvous.listen_ip = *options.bootstrap_addr;
+  if (!plan.any_remote()) return rendezvous;
+  if (options.bootstrap_addr && *options.bootstrap_addr != "0.0.0.0") {
+    rendezvous.remote_ip = *options.bootstrap_addr;
+    return rendezvous;
+  }
+  std::optional<std::string> reachable = first_non_loopback_ipv4();
+  if (!reachable)
+    throw UsageError(
+        "this host has no non-loopback IPv4 address for the remote ranks to reach collrun at: "
+        "give --bootstrap-addr ADDR");
+  rendezvous.remote_ip = *reachable;
+  if (!options.bootstrap_addr) rendezvous.listen_ip = *reachable;
+  return rendezvous;
+}
+
+// What a launch agent says with its exit status, for the message of a
+// failed remote rank.
+std::string agent_status_hint(int wait_status) {
+  if (!WIFEXITED(wait_status)) return "";
+  int status = WEXITSTATUS(wait_status);
+  if (status == 255) return " (ssh's own error status: could the agent reach the host?)";
+  if (status > 128 && status < 128 + 65) {
+    const char* name = ::strsignal(status - 128);
+    return " (128+" + std::to_string(status - 128) + ": killed by signal " +
+           std::to_string(status - 128) + " (" + (name ? name : "unknown") + ") on its host?)";
+  }
+  return "";
+}
+
 struct Rank {
   pid_t pid = 0;
   bool running = false;
+  bool remote = false;
+  std::string process;  // how messages name it: "pid 12", "host b, agent pid 12"
+  // A remote rank's lifeline: the write end of its agent's stdin. Closing
+  // it ends the remote rank (launch_agent.hpp).
+  coll::UniqueFd lifeline;
+};
+
+// What starting remote ranks needs, resolved before the job starts.
+struct AgentPlan {
+  std::vector<std::string> words;  // the agent command, split
+  std::string path;                // words[0] found in PATH
 };
 
 class Job {
  public:
-  Job(LaunchOptions options, std::string program_path)
+  Job(LaunchOptions options, JobPlan plan, std::string program_path, AgentPlan agent,
+      RendezvousPlan rendezvous)
       : options_(std::move(options)),
+        plan_(std::move(plan)),
         program_path_(std::move(program_path)),
+        agent_(std::move(agent)),
+        rendezvous_(std::move(rendezvous)),
         job_id_(make_job_id()),
         signals_({SIGCHLD, SIGINT, SIGTERM, SIGHUP}),
-        server_(options_.num_ranks, job_id_),
+        server_(plan_.num_ranks, job_id_, rendezvous_.listen_ip),
         output_(options_.tag_output),
-        ranks_(static_cast<size_t>(options_.num_ranks)) {}
+        ranks_(static_cast<size_t>(plan_.num_ranks)) {}
 
   ~Job() {
     // The safety net for shared memory, whichever way the job ended.
@@ -102,88 +184,176 @@ class Job {
     }
     output_.drain_all();
     server_.shut_down();
+    clean_remote_shared_memory();
     if (timed_out_) return kTimeoutStatus;
     return exit_status_.value_or(0);
   }
 
  private:
-  std::vector<std::string> rank_environment_base() {
-    // Names set explicitly win over collrun's own environment.
-    std::set<std::string, std::less<>> overridden = {proto::kEnvAddress,   proto::kEnvRank,
-                                                     proto::kEnvSize,      proto::kEnvLocalRank,
-                                                     proto::kEnvLocalSize, proto::kEnvJobId};
-    std::vector<std::string> set_by_x;
+  // Every rank's environment before its own variables: collrun's, then -x.
+  RankEnvironment shared_environment() {
+    RankEnvironment env(own_environment_without_pmix());
     for (const std::string& spec : options_.exports) {
       size_t eq = spec.find('=');
-      if (eq == std::string::npos) {
-        const char* value = std::getenv(spec.c_str());
-        if (!value) {
-          say("-x " + spec + ": " + spec +
-              " is not set in collrun's environment; nothing to forward");
-          continue;
-        }
-        overridden.insert(spec);
-        set_by_x.push_back(spec + "=" + value);
+      std::string name = spec.substr(0, eq);
+      exported_names_.push_back(name);
+      if (eq != std::string::npos) {
+        env.set_entry(spec);
         continue;
       }
-      overridden.insert(spec.substr(0, eq));
-      set_by_x.push_back(spec);
+      const char* value = std::getenv(spec.c_str());
+      if (!value) {
+        say("-x " + spec + ": " + spec +
+            " is not set in collrun's environment; nothing to forward");
+        continue;
+      }
+      env.set(spec, value);
     }
-    std::vector<std::string> env;
-    for (char** entry = environ; entry && *entry; ++entry) {
-      std::string_view text(*entry);
-      std::string_view name = text.substr(0, text.find('='));
-      // The ranks are collrun's job: an outer PMIx launcher's identity
-      // (collrun run inside mpirun or srun) would make them join that job.
-      if (name.starts_with("PMIX_")) continue;
-      if (overridden.contains(name)) continue;
-      env.emplace_back(text);
-    }
-    env.insert(env.end(), set_by_x.begin(), set_by_x.end());
-    env.push_back(std::string(proto::kEnvAddress) + "=" + server_.address());
-    env.push_back(std::string(proto::kEnvSize) + "=" + std::to_string(options_.num_ranks));
-    env.push_back(std::string(proto::kEnvLocalSize) + "=" + std::to_string(options_.num_ranks));
-    env.push_back(std::string(proto::kEnvJobId) + "=" + job_id_);
+    env.set(proto::kEnvSize, std::to_string(plan_.num_ranks));
+    env.set(proto::kEnvJobId, job_id_);
+    return env;
+  }
+
+  RankEnvironment rank_environment(const RankEnvironment& shared, int rank) {
+    const PlannedHost& host = plan_.host_of(rank);
+    RankEnvironment env = shared;
+    env.set(proto::kEnvAddress, host.local
+                                    ? server_.address()
+                                    : rendezvous_.remote_ip + ":" + std::to_string(server_.port()));
+    env.set(proto::kEnvRank, std::to_string(rank));
+    env.set(proto::kEnvLocalRank, std::to_string(plan_.local_rank[size_t(rank)]));
+    env.set(proto::kEnvLocalSize, std::to_string(host.ranks));
+    // libcoll's choice of shared memory or TCP for each pair then matches
+    // the placement (an explicit -x COLL_HOST_ID still wins).
+    bool host_id_exported = std::find(exported_names_.begin(), exported_names_.end(),
+                                      "COLL_HOST_ID") != exported_names_.end();
+    if (plan_.hosts_given && !host_id_exported) env.set("COLL_HOST_ID", host.name);
     return env;
   }
 
   void start_ranks() {
+    int local_ranks = 0;
+    for (const PlannedHost& host : plan_.hosts)
+      if (host.local) local_ranks += host.ranks;
     std::vector<cpu_set_t> binding;
-    if (options_.bind_to_core) {
+    if (options_.bind_to_core && local_ranks > 0) {
       std::string why;
-      binding = plan_core_binding(options_.num_ranks, &why);
+      binding = plan_core_binding(local_ranks, &why);
       if (binding.empty()) say("--bind-to core: " + why + "; ranks are not bound");
     }
-    std::vector<std::string> base_env = rank_environment_base();
+    if (options_.bind_to_core && local_ranks < plan_.num_ranks)
+      say("--bind-to core binds the ranks on this host only");
+    RankEnvironment shared = shared_environment();
+    std::vector<std::string> agent_env = own_environment_without_pmix();
+    std::string cwd = working_directory();
     // Rank 0 reads collrun's stdin, as with mpirun; but not a terminal: the
     // ranks are in process groups of their own, and reading the terminal
-    // from a background group would stop the rank (SIGTTIN).
+    // from a background group would stop the rank (SIGTTIN). A remote rank
+    // 0 reads nothing: its agent's stdin is its lifeline.
     int rank0_stdin = ::isatty(0) ? -1 : 0;
 
-    for (int rank = 0; rank < options_.num_ranks; ++rank) {
+    size_t next_binding = 0;
+    for (int rank = 0; rank < plan_.num_ranks; ++rank) {
+      const PlannedHost& host = plan_.host_of(rank);
+      Rank& r = ranks_[static_cast<size_t>(rank)];
+      r.remote = !host.local;
+      RankEnvironment env = rank_environment(shared, rank);
       RankSpawn spawn;
-      spawn.program_path = program_path_;
-      spawn.argv = options_.command;
-      spawn.env = base_env;
-      spawn.env.push_back(std::string(proto::kEnvRank) + "=" + std::to_string(rank));
-      spawn.env.push_back(std::string(proto::kEnvLocalRank) + "=" + std::to_string(rank));
-      spawn.stdin_fd = rank == 0 ? rank0_stdin : -1;
-      if (!binding.empty()) spawn.cpus = binding[static_cast<size_t>(rank)];
+      coll::UniqueFd lifeline_read;
+      if (host.local) {
+        spawn.program_path = program_path_;
+        spawn.argv = options_.command;
+        spawn.env = env.entries();
+        spawn.stdin_fd = rank == 0 ? rank0_stdin : -1;
+        if (next_binding < binding.size()) spawn.cpus = binding[next_binding++];
+      } else {
+        RemoteRank remote{cwd, env.for_remote_rank(exported_names_), options_.command};
+        spawn.program_path = agent_.path;
+        spawn.argv = agent_command_line(agent_.words, host.name, remote_rank_script(remote));
+        spawn.env = agent_env;
+      }
       try {
+        if (r.remote) {
+          int ends[2];
+          if (::pipe2(ends, O_CLOEXEC) != 0)
+            throw SpawnError(std::string("pipe: ") + std::strerror(errno));
+          lifeline_read.reset(ends[0]);
+          r.lifeline.reset(ends[1]);
+          spawn.stdin_fd = lifeline_read.get();
+        }
         OutputForwarder::ChildEnds ends = output_.add_rank(rank);
         spawn.stdout_fd = ends.out.get();
         spawn.stderr_fd = ends.err.get();
         pid_t pid = spawn_rank(spawn);
-        ranks_[static_cast<size_t>(rank)] = Rank{pid, true};
-        server_.set_rank_pid(rank, pid);
+        r.pid = pid;
+        r.running = true;
+        if (r.remote)
+          r.process = "host " + host.name + ", agent pid " + std::to_string(pid);
+        else if (plan_.hosts_given)
+          r.process = "host " + host.name + ", pid " + std::to_string(pid);
+        else
+          r.process = "pid " + std::to_string(pid);
+        server_.set_rank_process(rank, r.process);
       } catch (const std::exception& error) {
         say(std::string(error.what()) + "; rank " + std::to_string(rank) + " not started");
         exit_status_ = kUsageStatus;
-        for (int never = rank; never < options_.num_ranks; ++never)
+        for (int never = rank; never < plan_.num_ranks; ++never)
           server_.rank_exited(never, "was never started");
         terminate();
         return;
       }
+    }
+  }
+
+  // Best effort, bounded: a remote rank that was killed could not remove
+  // its segments, and this host's safety net (~Job) does not reach there.
+  // Skipped when the user signalled collrun twice: they want out.
+  void clean_remote_shared_memory() {
+    if (!plan_.any_remote() || signals_forwarded_ > 1) return;
+    coll::UniqueFd dev_null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    std::string script = remote_cleanup_script(shm_prefix_for_job(job_id_));
+    std::vector<std::pair<pid_t, std::string>> cleaners;
+    for (const PlannedHost& host : plan_.hosts) {
+      if (host.local) continue;
+      RankSpawn spawn;
+      spawn.program_path = agent_.path;
+      spawn.argv = agent_command_line(agent_.words, host.name, script);
+      spawn.env = own_environment_without_pmix();
+      spawn.stdout_fd = dev_null.get();
+      spawn.stderr_fd = dev_null.get();
+      try {
+        cleaners.emplace_back(spawn_rank(spawn), host.name);
+      } catch (const std::exception& error) {
+        say("removing /dev/shm/" + shm_prefix_for_job(job_id_) + "* on host " + host.name + ": " +
+            error.what());
+      }
+    }
+    auto deadline = Clock::now() + kRemoteCleanupLimit;
+    while (!cleaners.empty()) {
+      std::erase_if(cleaners, [](const std::pair<pid_t, std::string>& cleaner) {
+        int status = 0;
+        pid_t done = ::waitpid(cleaner.first, &status, WNOHANG);
+        return done == cleaner.first || (done < 0 && errno != EINTR);
+      });
+      if (cleaners.empty()) break;
+      if (Clock::now() >= deadline) {
+        for (const auto& [pid, host] : cleaners) {
+          say("removing /dev/shm/" + shm_prefix_for_job(job_id_) + "* on host " + host +
+              " did not finish within " + std::to_string(kRemoteCleanupLimit.count()) +
+              " s; given up");
+          ::kill(-pid, SIGKILL);
+          int status = 0;
+          while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+          }
+        }
+        break;
+      }
+      // SIGCHLD lands in the signal pipe: wait on it, briefly. Any other
+      // signal means the user wants out: give up at once.
+      pollfd signal_fd{signals_.read_fd(), POLLIN, 0};
+      ::poll(&signal_fd, 1, 50);
+      for (int signo : signals_.take())
+        if (signo != SIGCHLD) deadline = Clock::now();
     }
   }
 
@@ -236,13 +406,15 @@ class Job {
   void on_rank_end(int rank, int wait_status) {
     // Everything the rank wrote before it ended is in its pipes now.
     output_.drain_rank(rank);
+    ranks_[size_t(rank)].lifeline.reset();
     std::string how = describe_wait_status(wait_status);
+    if (ranks_[size_t(rank)].remote) how += agent_status_hint(wait_status);
     int status = shell_status(wait_status);
     if (status != 0 && !exit_status_) {
       exit_status_ = status;
       if (!terminating_) {
-        std::string line = "rank " + std::to_string(rank) + " (pid " +
-                           std::to_string(ranks_[rank].pid) + ") " + how;
+        std::string line =
+            "rank " + std::to_string(rank) + " (" + ranks_[size_t(rank)].process + ") " + how;
         if (any_running()) line += "; terminating the job";
         say(line);
         terminate();
@@ -263,6 +435,7 @@ class Job {
     say("received signal " + std::to_string(signo) + " (" + ::strsignal(signo) +
         "); forwarding it to the ranks");
     kill_all(signo);
+    for (Rank& r : ranks_) r.lifeline.reset();
     if (!terminating_) {
       terminating_ = true;
       server_.shut_down();
@@ -285,7 +458,7 @@ class Job {
     if (give_up_deadline_ && now >= *give_up_deadline_) {
       for (size_t rank = 0; rank < ranks_.size(); ++rank) {
         if (!ranks_[rank].running) continue;
-        say("rank " + std::to_string(rank) + " (pid " + std::to_string(ranks_[rank].pid) +
+        say("rank " + std::to_string(rank) + " (" + ranks_[rank].process +
             ") did not end after SIGKILL; leaving it");
         ranks_[rank].running = false;
       }
@@ -300,6 +473,8 @@ class Job {
     // Ranks waiting in the bootstrap learn at once that the job is over.
     server_.shut_down();
     kill_all(SIGTERM);
+    // Remote ranks end also where the agent passes no signal on (ssh).
+    for (Rank& r : ranks_) r.lifeline.reset();
     kill_deadline_ = Clock::now() + kKillGrace;
   }
 
@@ -311,7 +486,11 @@ class Job {
   }
 
   LaunchOptions options_;
-  std::string program_path_;
+  JobPlan plan_;
+  std::string program_path_;  // "" when no rank runs on this host
+  AgentPlan agent_;
+  RendezvousPlan rendezvous_;
+  std::vector<std::string> exported_names_;  // of -x
   std::string job_id_;
   SignalPipe signals_;
   RendezvousServer server_;
@@ -343,17 +522,47 @@ int collrun_main(int argc, char** argv) {
     std::fputs(usage_text().c_str(), stdout);
     return 0;
   }
-  std::optional<std::string> program = resolve_program(options.command[0]);
-  if (!program) {
-    say("program '" + options.command[0] + "' not found" +
-        (options.command[0].find('/') == std::string::npos ? " in PATH"
-                                                           : " or not an executable file"));
+  JobPlan plan;
+  RendezvousPlan rendezvous;
+  try {
+    plan = plan_job(options, ThisHostFacts::of_this_machine());
+    rendezvous = plan_rendezvous(options, plan);
+  } catch (const UsageError& error) {
+    say(error.what());
     return kUsageStatus;
+  }
+  // The program must be here only when ranks run here; remote hosts look
+  // it up themselves.
+  std::optional<std::string> program;
+  bool any_local = std::any_of(plan.hosts.begin(), plan.hosts.end(),
+                               [](const PlannedHost& h) { return h.local; });
+  if (any_local) {
+    program = resolve_program(options.command[0]);
+    if (!program) {
+      say("program '" + options.command[0] + "' not found" +
+          (options.command[0].find('/') == std::string::npos ? " in PATH"
+                                                             : " or not an executable file"));
+      return kUsageStatus;
+    }
+  }
+  AgentPlan agent;
+  if (plan.any_remote()) {
+    agent.words = launch_agent_words(options.launch_agent, std::getenv(kLaunchAgentEnv));
+    std::optional<std::string> path = resolve_program(agent.words[0]);
+    if (!path) {
+      say("launch agent '" + agent.words[0] + "' not found" +
+          (agent.words[0].find('/') == std::string::npos ? " in PATH"
+                                                         : " or not an executable file") +
+          " (--launch-agent, " + kLaunchAgentEnv + ")");
+      return kUsageStatus;
+    }
+    agent.path = *path;
   }
   // Output to a closed pipe must not kill collrun (and the job with it).
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    Job job(std::move(options), *program);
+    Job job(std::move(options), std::move(plan), program.value_or(""), std::move(agent),
+            std::move(rendezvous));
     return job.run();
   } catch (const std::exception& error) {
     say(std::string("cannot run the job: ") + error.what());

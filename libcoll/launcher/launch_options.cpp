@@ -1,5 +1,7 @@
 #include "launch_options.hpp"
 
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -96,7 +98,32 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
     } else if (name == "timeout") {
       options.timeout_text = value();
       options.timeout_s = parse_timeout(options.timeout_text);
-    } else if (name == "allow-run-as-root" || name == "oversubscribe") {
+    } else if (name == "H" || name == "host" || name == "hosts") {
+      std::string list = value();
+      if (list.empty()) throw UsageError(arg + " needs a list of hosts");
+      options.host_list += (options.host_list.empty() ? "" : ",") + list;
+    } else if (name == "hostfile" || name == "machinefile") {
+      std::string path = value();
+      if (path.empty()) throw UsageError(arg + " needs a file name");
+      if (options.hostfile && *options.hostfile != path)
+        throw UsageError(arg + " " + path + ": one hostfile only (it was " + *options.hostfile +
+                         ")");
+      options.hostfile = path;
+    } else if (name == "launch-agent") {
+      std::string agent = value();
+      if (agent.find_first_not_of(" \t") == std::string::npos)
+        throw UsageError(arg + " needs a command");
+      options.launch_agent = agent;
+    } else if (name == "bootstrap-addr") {
+      std::string address = value();
+      in_addr parsed{};
+      if (::inet_pton(AF_INET, address.c_str(), &parsed) != 1)
+        throw UsageError(arg + " '" + address + "' is not an IPv4 address (like 10.0.0.1)");
+      options.bootstrap_addr = address;
+    } else if (name == "oversubscribe") {
+      no_value();
+      options.oversubscribe = true;
+    } else if (name == "allow-run-as-root") {
       no_value();  // accepted for mpirun compatibility; nothing to do here
     } else if (name == "h" || name == "help") {
       options.help = true;
@@ -108,28 +135,63 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   }
   options.command.assign(args.begin() + static_cast<long>(i), args.end());
   if (options.help) return options;
-  if (!have_num_ranks) throw UsageError("missing -np N: how many ranks to start");
+  if (!options.host_list.empty() && options.hostfile)
+    throw UsageError("-H and --hostfile both name the hosts: give one of them");
+  bool have_hosts = !options.host_list.empty() || options.hostfile;
+  if (!have_num_ranks && !have_hosts) throw UsageError("missing -np N: how many ranks to start");
   if (options.command.empty()) throw UsageError("no program to run given");
   return options;
 }
 
 std::string usage_text() {
   return R"(usage: collrun -np N [options] program [args...]
+       collrun -H HOST:SLOTS,... [-np N] [options] program [args...]
+       collrun --hostfile FILE [-np N] [options] program [args...]
 
-Starts N ranks of program on this host and hosts their rendezvous for
-libcoll (COLL_BOOTSTRAP, COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK,
-COLL_LOCAL_SIZE and COLL_JOBID are set in each rank's environment).
+Starts N ranks of program, on this host or on the hosts given, and hosts
+their rendezvous for libcoll (COLL_BOOTSTRAP, COLL_RANK, COLL_SIZE,
+COLL_LOCAL_RANK, COLL_LOCAL_SIZE and COLL_JOBID are set in each rank's
+environment; with hosts given, COLL_HOST_ID=<host as given> too, so that
+libcoll uses shared memory within a host and TCP between hosts).
 
-  -n N, -np N, --np N   number of ranks (required)
+  -n N, -np N, --np N   number of ranks (required without hosts; with
+                        hosts, default: one rank a slot)
+  -H, --host LIST       hosts and their slots: a:2,b:2,c (c: 1 slot); a host
+                        named twice adds up its slots
+  --hostfile FILE, --machinefile FILE
+                        one host a line: "a slots=2", "c", "b slots=4
+                        max_slots=8"; '#' starts a comment
+  --oversubscribe       allow more ranks than slots: the extra ranks go round
+                        the hosts' slots again (never past max_slots)
+  --launch-agent CMD    starts ranks on other hosts (default: $COLLRUN_LAUNCH_AGENT,
+                        else "ssh -o BatchMode=yes"), run as
+                        CMD HOST COMMAND, COMMAND one /bin/sh command line
+  --bootstrap-addr IP   the IPv4 address the rendezvous listens on (default:
+                        127.0.0.1 when every rank is on this host, else the
+                        first non-loopback address; 0.0.0.0: every address)
   -x VAR                forward VAR from collrun's environment
   -x VAR=value          set VAR in the ranks' environment
-  --bind-to core|none   bind each rank to one core (default: none)
+  --bind-to core|none   bind each rank on this host to one core (default: none)
   --tag-output          prefix output lines with [1,RANK]<stdout>: or
                         [1,RANK]<stderr>:
   --timeout S           end the job after S seconds (exit status 124)
-  --allow-run-as-root, --oversubscribe
-                        accepted for mpirun compatibility; no effect
+  --allow-run-as-root   accepted for mpirun compatibility; no effect
   -h, --help            this text
+
+Hosts. Ranks fill the slots in order: the first host's slots take ranks 0,
+1, ..., then the next host's. A host that is this machine (localhost,
+127.x, its host name or address, or a name /etc/hosts maps to one) has its
+ranks forked here; every other host gets one launch agent process a rank.
+The agent's command line sets the rank's environment explicitly (ssh
+passes none): the job's COLL_* variables, every COLL_* variable of
+collrun's environment, and the -x ones. The remote rank starts in collrun's
+working directory where that exists there; its stdin is /dev/null (stdin
+reaches rank 0 only when it runs on this host). It ends when its agent's
+stdin closes (collrun ended the job, or collrun, the agent or the ssh
+connection died): SIGTERM, SIGKILL 2 s later. A remote rank killed by
+signal S shows as exit status 128+S. When the job ends collrun removes
+/dev/shm/coll-<COLL_JOBID>-* on each remote host through the agent (best
+effort, at most 10 s).
 
 Exit status: 0 when every rank exits 0; otherwise the first failing rank's
 status (128+S for a rank killed by signal S), 124 on --timeout, 2 for a

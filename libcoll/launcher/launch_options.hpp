@@ -13,7 +13,17 @@ namespace collrun {
 inline constexpr int kMaxRanks = 4096;
 
 struct LaunchOptions {
-  int num_ranks = 0;
+  int num_ranks = 0;  // 0 with hosts given: one rank a slot
+  // -H lists (several -H are joined with ','), or --hostfile: at most one
+  // of the two. Neither: every rank on this host.
+  std::string host_list;
+  std::optional<std::string> hostfile;
+  bool oversubscribe = false;
+  // --launch-agent CMD (words split at blanks); unset: COLLRUN_LAUNCH_AGENT,
+  // then the default (launch_agent.hpp).
+  std::optional<std::string> launch_agent;
+  // --bootstrap-addr: the IPv4 address the rendezvous listens on.
+  std::optional<std::string> bootstrap_addr;
   // -x arguments in order: "VAR" (forward VAR from collrun's environment)
   // or "VAR=value" (set it).
   std::vector<std::string> exports;

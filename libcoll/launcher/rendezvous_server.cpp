@@ -47,16 +47,21 @@ struct RendezvousServer::Connection {
   bool dead = false;     // closed; removed at the end of handle()
 };
 
-RendezvousServer::RendezvousServer(int world_size, std::string job_id)
-    : world_size_(world_size), job_id_(std::move(job_id)), ranks_(static_cast<size_t>(world_size)) {
+RendezvousServer::RendezvousServer(int world_size, std::string job_id, const std::string& listen_ip)
+    : world_size_(world_size),
+      job_id_(std::move(job_id)),
+      listen_ip_(listen_ip),
+      ranks_(static_cast<size_t>(world_size)) {
   listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener_) throw std::system_error(errno, std::generic_category(), "socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, listen_ip_.c_str(), &address.sin_addr) != 1)
+    throw std::system_error(EINVAL, std::generic_category(),
+                            "'" + listen_ip_ + "' is not an IPv4 address");
   address.sin_port = 0;  // ephemeral
   if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
-    throw std::system_error(errno, std::generic_category(), "bind to 127.0.0.1");
+    throw std::system_error(errno, std::generic_category(), "bind to " + listen_ip_);
   if (::listen(listener_.get(), std::max(world_size, SOMAXCONN)) != 0)
     throw std::system_error(errno, std::generic_category(), "listen");
   socklen_t length = sizeof address;
@@ -67,10 +72,13 @@ RendezvousServer::RendezvousServer(int world_size, std::string job_id)
 
 RendezvousServer::~RendezvousServer() = default;
 
-std::string RendezvousServer::address() const { return "127.0.0.1:" + std::to_string(port_); }
+std::string RendezvousServer::address() const {
+  return (listen_ip_ == "0.0.0.0" ? std::string("127.0.0.1") : listen_ip_) + ":" +
+         std::to_string(port_);
+}
 
-void RendezvousServer::set_rank_pid(int rank, pid_t pid) {
-  ranks_.at(static_cast<size_t>(rank)).pid = pid;
+void RendezvousServer::set_rank_process(int rank, std::string description) {
+  ranks_.at(static_cast<size_t>(rank)).process = std::move(description);
 }
 
 void RendezvousServer::rank_exited(int rank, const std::string& how) {
@@ -425,9 +433,9 @@ void RendezvousServer::fail_round(const RoundKey& key, PendingRound& round,
 }
 
 std::string RendezvousServer::rank_name(int rank) const {
-  pid_t pid = ranks_[static_cast<size_t>(rank)].pid;
+  const std::string& process = ranks_[static_cast<size_t>(rank)].process;
   std::string name = "rank " + std::to_string(rank);
-  if (pid > 0) name += " (pid " + std::to_string(pid) + ")";
+  if (!process.empty()) name += " (" + process + ")";
   return name;
 }
 

@@ -1,5 +1,5 @@
 // RendezvousServer: collrun's side of the bootstrap protocol
-// (libcoll/bootstrap/collrun_protocol.hpp). It listens on 127.0.0.1, checks
+// (libcoll/bootstrap/collrun_protocol.hpp). It listens on TCP, checks
 // each rank's hello against the job, and answers a round of allgather to
 // every rank once all ranks have sent it.
 //
@@ -13,7 +13,6 @@
 #pragma once
 
 #include <poll.h>
-#include <sys/types.h>
 
 #include <cstdint>
 #include <list>
@@ -30,16 +29,21 @@ namespace collrun {
 
 class RendezvousServer {
  public:
-  // Listens on 127.0.0.1 at an ephemeral port. Throws std::system_error.
-  RendezvousServer(int world_size, std::string job_id);
+  // Listens on `listen_ip` (IPv4; "0.0.0.0" for every address) at an
+  // ephemeral port. Throws std::system_error.
+  RendezvousServer(int world_size, std::string job_id, const std::string& listen_ip = "127.0.0.1");
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
 
-  // "127.0.0.1:PORT", for COLL_BOOTSTRAP.
+  // "IP:PORT" for COLL_BOOTSTRAP: the listening address, 127.0.0.1 when
+  // it listens on every address.
   std::string address() const;
+  int port() const { return port_; }
 
-  void set_rank_pid(int rank, pid_t pid);
+  // How messages name the rank's process: "pid 1234", "host b, agent pid
+  // 1234".
+  void set_rank_process(int rank, std::string description);
   // The rank's process has ended (`how`: "exited with status 0", ...).
   void rank_exited(int rank, const std::string& how);
 
@@ -55,7 +59,7 @@ class RendezvousServer {
  private:
   struct Connection;
   struct RankState {
-    pid_t pid = 0;
+    std::string process;                // set_rank_process
     Connection* connection = nullptr;   // its open connection, if any
     int64_t epoch = -1;                 // epoch of its latest connection
     uint64_t rounds_sent = 0;           // rounds sent on that connection
@@ -91,6 +95,7 @@ class RendezvousServer {
   int world_size_;
   std::string job_id_;
   coll::UniqueFd listener_;
+  std::string listen_ip_;
   int port_ = 0;
   std::vector<RankState> ranks_;
   std::list<Connection> connections_;

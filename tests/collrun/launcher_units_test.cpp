@@ -73,7 +73,7 @@ TEST(LaunchOptions, BadCommandLinesSayWhy) {
            {{"--timeout", "nan", "-np", "1", "p"}, "positive number"},
            {{"--tag-output=yes", "-np", "1", "p"}, "takes no value"},
            {{"--bind-to", "hwthread", "-np", "1", "p"}, "core or none"},
-           {{"-H", "host1", "-np", "1", "p"}, "unknown option '-H'"},
+           {{"--mca", "plm_rsh_agent", "ssh", "-np", "1", "p"}, "unknown option '--mca'"},
        }) {
     try {
       parse_launch_options(c.args);

@@ -79,7 +79,7 @@ if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
   ulimit -l unlimited
   step regcache-np2 timeout 600 "$COLLRUN" -np 2 --timeout 540 \
     -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 \
-    -x REGCACHE_MP_ITERS=20 "$REGCACHE_MP"
+    -x COLL_ALLREDUCE_ALGO=ring -x REGCACHE_MP_ITERS=20 "$REGCACHE_MP"
   cat "$LOGS/regcache-np2.log"
 fi
 echo "SUITE fails=$fails"

@@ -1,0 +1,166 @@
+#!/bin/sh
+# hosts_test.sh COLLRUN MP_COLLECTIVES HOST_CHECK AGENT: a job on three
+# "hosts" made of network namespaces, started by collrun -H through a launch
+# agent (AGENT, netns-agent.sh), as on a real cluster:
+#
+#   namespaces P_a, P_b, P_c (P unique per run), each with lo and eth0
+#   (10.77.0.1, .2, .3 /24), the eth0s joined by a bridge in a fourth
+#   namespace P_br. Nothing is added to the root namespace's network.
+#   /etc/netns/P_a/hosts names the three hosts, so that collrun, run inside
+#   P_a by `ip netns exec`, finds P_a to be its own host: its ranks are
+#   forked, the others go through the agent.
+#
+# Checks: the transport is shm+tcp on every rank and collectives across the
+# hosts are right (HOST_CHECK), the ranks ran in the namespaces collrun
+# placed them in, the agent was used for P_b and P_c only (2 ranks and 1
+# /dev/shm cleanup each), the multi-process collective suite passes
+# (MP_COLLECTIVES; HOSTS_GTEST_FILTER narrows it), and a rank killed on P_c
+# ends the whole job with 137, leaving no process in any namespace.
+#
+# Needs root and iproute2 with network namespaces; exit 77 (skip) without
+# them. The namespaces and /etc/netns entries are removed on every exit.
+set -u
+
+if [ $# -ne 4 ]; then
+  echo "usage: $0 COLLRUN MP_COLLECTIVES HOST_CHECK AGENT" >&2
+  exit 2
+fi
+collrun=$1
+mp_collectives=$2
+host_check=$3
+agent=$4
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
+command -v ip >/dev/null 2>&1 || skip "needs ip (iproute2)"
+
+prefix="collhosts$$"
+ns_a=${prefix}_a
+ns_b=${prefix}_b
+ns_c=${prefix}_c
+ns_br=${prefix}_br
+work=$(mktemp -d) || exit 1
+made_etc_netns=no
+
+cleanup() {
+  for ns in "$ns_a" "$ns_b" "$ns_c" "$ns_br"; do
+    # Whatever this test left running in its own namespaces.
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      kill -9 "$pid" 2>/dev/null
+    done
+    ip netns del "$ns" 2>/dev/null
+    rm -rf "/etc/netns/$ns"
+  done
+  if [ "$made_etc_netns" = yes ]; then rmdir /etc/netns 2>/dev/null; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+# Runs a setup command; its failure fails the test with the command's words.
+setup() {
+  "$@" 2>"$work/setup.err" || fail "$* : $(cat "$work/setup.err")"
+}
+
+if ! ip netns add "$ns_a" 2>"$work/setup.err"; then
+  skip "ip netns add failed: $(cat "$work/setup.err")"
+fi
+for ns in "$ns_b" "$ns_c" "$ns_br"; do setup ip netns add "$ns"; done
+setup ip -n "$ns_br" link add br0 type bridge
+setup ip -n "$ns_br" link set br0 up
+number=1
+for ns in "$ns_a" "$ns_b" "$ns_c"; do
+  port=port$number
+  setup ip -n "$ns_br" link add "$port" type veth peer name eth0 netns "$ns"
+  setup ip -n "$ns_br" link set "$port" master br0
+  setup ip -n "$ns_br" link set "$port" up
+  setup ip -n "$ns" link set lo up
+  setup ip -n "$ns" addr add "10.77.0.$number/24" dev eth0
+  setup ip -n "$ns" link set eth0 up
+  number=$((number + 1))
+done
+[ -d /etc/netns ] || made_etc_netns=yes
+setup mkdir -p "/etc/netns/$ns_a"
+printf '127.0.0.1 localhost\n10.77.0.1 %s\n10.77.0.2 %s\n10.77.0.3 %s\n' \
+  "$ns_a" "$ns_b" "$ns_c" >"/etc/netns/$ns_a/hosts" || fail "cannot write /etc/netns/$ns_a/hosts"
+
+hosts="$ns_a:2,$ns_b:2,$ns_c:2"
+echo "hosts: $hosts"
+
+# collrun inside host a, as a user on host a would start it. In the
+# background, so that a signal to this script (meson's timeout) runs the
+# clean-up at once rather than after collrun ends; collrun's output goes to
+# the file named first.
+run_collrun() {
+  output=$1
+  shift
+  ip netns exec "$ns_a" "$collrun" -H "$hosts" --launch-agent "$agent" "$@" >"$output" 2>&1 &
+  wait $!
+}
+
+# 1. Transport, placement, results; which hosts went through the agent.
+export NETNS_AGENT_LOG="$work/agent.log"
+: >"$NETNS_AGENT_LOG"
+run_collrun "$work/check.out" --timeout 60 "$host_check" shm+tcp
+status=$?
+cat "$work/check.out"
+[ "$status" -eq 0 ] || fail "host check: collrun exited with $status"
+unset NETNS_AGENT_LOG
+
+netns_of() {
+  ip netns exec "$1" readlink /proc/self/ns/net
+}
+rank=0
+for ns in "$ns_a" "$ns_a" "$ns_b" "$ns_b" "$ns_c" "$ns_c"; do
+  want="host-check rank $rank of 6 host $ns netns $(netns_of "$ns") transport shm+tcp ok"
+  grep -qxF "$want" "$work/check.out" || fail "no line '$want'"
+  rank=$((rank + 1))
+done
+[ "$(grep -c '^host-check rank' "$work/check.out")" -eq 6 ] || fail "not exactly 6 ranks reported"
+[ "$(netns_of "$ns_a")" != "$(netns_of "$ns_b")" ] || fail "the namespaces are not distinct"
+
+echo "agent calls: $(sort "$work/agent.log" | uniq -c | tr -s ' \n' ' ')"
+grep -qxF "$ns_a" "$work/agent.log" && fail "collrun used the agent for its own host $ns_a"
+for ns in "$ns_b" "$ns_c"; do
+  calls=$(grep -cxF "$ns" "$work/agent.log")
+  [ "$calls" -eq 3 ] || fail "$calls agent calls for $ns, expected 3 (2 ranks, 1 cleanup)"
+done
+
+# 2. The multi-process collective suite across the three hosts.
+set -- "$mp_collectives"
+if [ -n "${HOSTS_GTEST_FILTER:-}" ]; then set -- "$@" "--gtest_filter=$HOSTS_GTEST_FILTER"; fi
+run_collrun "$work/mp.out" --timeout 300 "$@"
+status=$?
+tail -n 40 "$work/mp.out"
+[ "$status" -eq 0 ] || fail "mp_collectives on 3 hosts: collrun exited with $status"
+grep -q '^\[  PASSED  \]' "$work/mp.out" || fail "mp_collectives did not report PASSED"
+
+# 3. A rank killed on host c ends the job at once, everywhere.
+run_collrun "$work/kill.out" --timeout 60 /bin/sh -c \
+  'if [ "$COLL_RANK" = 5 ]; then kill -9 $$; fi; exec sleep 300'
+status=$?
+cat "$work/kill.out"
+[ "$status" -eq 137 ] || fail "a rank killed by SIGKILL: collrun exited with $status, expected 137"
+grep -q "rank 5 (host $ns_c, agent pid [0-9]*) exited with status 137" "$work/kill.out" ||
+  fail "collrun did not name rank 5 on $ns_c"
+# The other ranks end as collrun ends them; bounded wait for the last.
+tries=0
+while :; do
+  left=""
+  for ns in "$ns_a" "$ns_b" "$ns_c"; do left="$left$(ip netns pids "$ns")"; done
+  [ -z "$left" ] && break
+  tries=$((tries + 1))
+  [ "$tries" -le 100 ] || fail "processes left in the namespaces: $left"
+  sleep 0.1
+done
+
+echo "PASS: 3 hosts (network namespaces) under collrun -H"
