@@ -34,9 +34,7 @@ inline int floor_pow2(int n) {
 // Binomial tree rooted at 0: v > 0 hangs below v minus its lowest set bit;
 // its subtree is [v, v + lowest_bit(v)) cut at n, the root's is [0, n).
 inline int parent(int v) { return v == 0 ? -1 : v - lowest_bit(v); }
-inline int subtree_end(int v, int n) {
-  return v == 0 ? n : std::min(n, v + lowest_bit(v));
-}
+inline int subtree_end(int v, int n) { return v == 0 ? n : std::min(n, v + lowest_bit(v)); }
 inline bool in_subtree(int x, int v, int n) { return x >= v && x < subtree_end(v, n); }
 
 // Children of v, smallest subtree first: v + 1, v + 2, v + 4, ... below

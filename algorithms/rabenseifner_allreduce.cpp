@@ -40,8 +40,8 @@ void rabenseifner_allreduce(Channel& ch, const AllreduceArgs& a) {
   auto begin_of = [&](int seg) { return binomial::segment_begin(a.count, d.pof2, seg); };
   // Sends elements [tx, tx_end) from src and receives [rx, rx_end), chunk by
   // chunk; take(offset, data, len) consumes each received chunk.
-  auto exchange = [&](int peer, const char* src, size_t tx, size_t tx_end, size_t rx,
-                      size_t rx_end, auto take) {
+  auto exchange = [&](int peer, const char* src, size_t tx, size_t tx_end, size_t rx, size_t rx_end,
+                      auto take) {
     for (size_t c = 0;; c += chunk_elems) {
       const bool sending = tx + c < tx_end, receiving = rx + c < rx_end;
       if (!sending && !receiving) break;
@@ -99,8 +99,8 @@ void rabenseifner_allreduce(Channel& ch, const AllreduceArgs& a) {
     const binomial::Window mine_w = held.back();
     held.pop_back();
     const binomial::Window theirs = binomial::halving_give(held.back(), v, m);
-    exchange(binomial::doubling_to_rank(v ^ m, d), out, begin_of(mine_w.lo),
-             begin_of(mine_w.hi), begin_of(theirs.lo), begin_of(theirs.hi),
+    exchange(binomial::doubling_to_rank(v ^ m, d), out, begin_of(mine_w.lo), begin_of(mine_w.hi),
+             begin_of(theirs.lo), begin_of(theirs.hi),
              [&](size_t at, const void* data, size_t len) {
                std::memcpy(out + at * es, data, len * es);
              });

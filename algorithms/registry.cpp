@@ -63,11 +63,29 @@ const BcastAlgorithm& find_bcast(const std::string& name) {
   return find(kBcast, name, "COLL_BCAST_ALGO");
 }
 
+// The last choice of this thread is remembered with the sizes it holds for:
+// programs repeat calls of a few sizes, and a table lookup (tens of ns)
+// would show on a small collective on shm (about 100 ns).
+template <class Algorithm>
+struct LastChoice {
+  int nranks = 0;
+  Choice<Algorithm> choice{nullptr, 1, 0};
+
+  bool holds(int n, size_t bytes) const {
+    return n == nranks && bytes >= choice.min_bytes && bytes <= choice.max_bytes;
+  }
+};
+
 const AllreduceAlgorithm& choose_allreduce(int nranks, size_t bytes) {
-  return active_selection().allreduce(nranks, bytes);
+  thread_local LastChoice<AllreduceAlgorithm> last;
+  if (!last.holds(nranks, bytes))
+    last = {nranks, active_selection().allreduce_choice(nranks, bytes)};
+  return *last.choice.algorithm;
 }
 const BcastAlgorithm& choose_bcast(int nranks, size_t bytes) {
-  return active_selection().bcast(nranks, bytes);
+  thread_local LastChoice<BcastAlgorithm> last;
+  if (!last.holds(nranks, bytes)) last = {nranks, active_selection().bcast_choice(nranks, bytes)};
+  return *last.choice.algorithm;
 }
 void load_selection() { active_selection(); }
 

@@ -58,8 +58,8 @@ void scatter_allgather_bcast(Channel& ch, const BcastArgs& a) {
     const binomial::Span rx =
         binomial::segment(a.bytes, n, binomial::allgather_recv_segment(v, s, n));
     // Segments the receiver holds since the scatter do not travel.
-    const bool tx_needed = !binomial::in_subtree(binomial::allgather_send_segment(v, s, n),
-                                                 (v + 1) % n, n);
+    const bool tx_needed =
+        !binomial::in_subtree(binomial::allgather_send_segment(v, s, n), (v + 1) % n, n);
     const bool rx_needed = !binomial::in_subtree(binomial::allgather_recv_segment(v, s, n), v, n);
     const size_t tx_chunks = tx_needed ? chunks_of(tx.bytes, chunk) : 0;
     const size_t rx_chunks = rx_needed ? chunks_of(rx.bytes, chunk) : 0;

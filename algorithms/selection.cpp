@@ -1,7 +1,9 @@
 #include "selection.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -39,8 +41,8 @@ bool parse_ranks(const std::string& s, int& lo, int& hi) {
     lo = hi = int(a);
     return true;
   }
-  if (!parse_int(s.substr(0, dash), a) || !parse_int(s.substr(dash + 1), b) || a < 1 ||
-      b < a || b > INT_MAX)
+  if (!parse_int(s.substr(0, dash), a) || !parse_int(s.substr(dash + 1), b) || a < 1 || b < a ||
+      b > INT_MAX)
     return false;
   lo = int(a), hi = int(b);
   return true;
@@ -52,10 +54,20 @@ bool parse_bytes(const std::string& s, size_t& bytes) {
   std::string digits = s;
   unsigned shift = 0;
   switch (s.back()) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    default: break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      break;
   }
   if (shift) digits.pop_back();
   if (digits.empty() || digits[0] == '-' || digits[0] == '+') return false;
@@ -141,25 +153,40 @@ Selection::Selection(SelectionTable overrides)
     : defaults_(SelectionTable::parse(kDefaultTuning, "built-in tuning table")),
       overrides_(std::move(overrides)) {}
 
-const SelectionRule* Selection::find(Collective c, int nranks, size_t bytes) const {
-  if (const SelectionRule* rule = overrides_.find(c, nranks, bytes)) return rule;
-  return defaults_.find(c, nranks, bytes);
+Selection::Found Selection::find(Collective c, int nranks, size_t bytes) const {
+  Found found{overrides_.find(c, nranks, bytes), 0, SIZE_MAX};
+  if (!found.rule) found.rule = defaults_.find(c, nranks, bytes);
+  if (!found.rule)
+    fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
+         collective_name(c), nranks, bytes);
+  for (const SelectionTable* table : {&overrides_, &defaults_}) {
+    for (const SelectionRule& rule : table->rules()) {
+      if (rule.collective != c || nranks < rule.min_ranks || nranks > rule.max_ranks) continue;
+      if (rule.min_bytes <= bytes)
+        found.min_bytes = std::max(found.min_bytes, rule.min_bytes);
+      else
+        found.max_bytes = std::min(found.max_bytes, rule.min_bytes - 1);
+    }
+  }
+  return found;
+}
+
+Choice<AllreduceAlgorithm> Selection::allreduce_choice(int nranks, size_t bytes) const {
+  const Found f = find(Collective::kAllreduce, nranks, bytes);
+  return {f.rule->allreduce, f.min_bytes, f.max_bytes};
+}
+
+Choice<BcastAlgorithm> Selection::bcast_choice(int nranks, size_t bytes) const {
+  const Found f = find(Collective::kBcast, nranks, bytes);
+  return {f.rule->bcast, f.min_bytes, f.max_bytes};
 }
 
 const AllreduceAlgorithm& Selection::allreduce(int nranks, size_t bytes) const {
-  const SelectionRule* rule = find(Collective::kAllreduce, nranks, bytes);
-  if (!rule)
-    fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
-         collective_name(Collective::kAllreduce), nranks, bytes);
-  return *rule->allreduce;
+  return *allreduce_choice(nranks, bytes).algorithm;
 }
 
 const BcastAlgorithm& Selection::bcast(int nranks, size_t bytes) const {
-  const SelectionRule* rule = find(Collective::kBcast, nranks, bytes);
-  if (!rule)
-    fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
-         collective_name(Collective::kBcast), nranks, bytes);
-  return *rule->bcast;
+  return *bcast_choice(nranks, bytes).algorithm;
 }
 
 const Selection& active_selection() {

@@ -68,6 +68,16 @@ class SelectionTable {
 // The compiled-in defaults, in the text format above (default_tuning.cpp).
 extern const char* const kDefaultTuning;
 
+// A choice and the sizes it holds for: every call of min_bytes ..
+// max_bytes bytes (inclusive) on the same rank count gets the same
+// algorithm, so a caller may remember it.
+template <class Algorithm>
+struct Choice {
+  const Algorithm* algorithm;
+  size_t min_bytes;
+  size_t max_bytes;
+};
+
 // The defaults, overridden by a tuning table.
 class Selection {
  public:
@@ -75,9 +85,18 @@ class Selection {
 
   const AllreduceAlgorithm& allreduce(int nranks, size_t bytes) const;
   const BcastAlgorithm& bcast(int nranks, size_t bytes) const;
+  Choice<AllreduceAlgorithm> allreduce_choice(int nranks, size_t bytes) const;
+  Choice<BcastAlgorithm> bcast_choice(int nranks, size_t bytes) const;
 
  private:
-  const SelectionRule* find(Collective c, int nranks, size_t bytes) const;
+  // The rule that applies, and the sizes around `bytes` for which no rule
+  // of either table starts or stops applying.
+  struct Found {
+    const SelectionRule* rule;
+    size_t min_bytes;
+    size_t max_bytes;
+  };
+  Found find(Collective c, int nranks, size_t bytes) const;
 
   SelectionTable defaults_;
   SelectionTable overrides_;

@@ -28,7 +28,8 @@
 // The program order of each rank follows the key as well, so by induction
 // on the key every wait ends. (Messages of one pair are matched in FIFO
 // order: both sides handle tree 0 before tree 1 within a step.)
-#include <algorithm>
+// tests/unit/tree_schedule_test.cpp runs the schedule of 1..16 ranks on
+// simulated FIFO pairs of two slots, and shows one slot would deadlock.
 #include <cstring>
 
 #include "algorithms.hpp"
@@ -76,9 +77,7 @@ class TreeAllreduceMoves {
     ch_.send(parent, leaf ? in(x) : out(x), x.count * es_);
     unflushed_send_from_out_ |= !leaf || in_ == out_;
   }
-  void bcast_to_child(int, int child, tree::Range x) {
-    ch_.send(child, out(x), x.count * es_);
-  }
+  void bcast_to_child(int, int child, tree::Range x) { ch_.send(child, out(x), x.count * es_); }
 
  private:
   const char* in(tree::Range x) const { return in_ + x.offset * es_; }

@@ -118,8 +118,8 @@ inline Range chunk(size_t count, int t, size_t chunks, size_t c) {
 // The chunk size of the pipelines: a slot, but small enough that a message
 // of a few slots still fills a pipeline of about `stages` chunks per half,
 // and never below min_chunk_bytes (per-message costs dominate below that).
-inline size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t slot_bytes,
-                                   size_t stages, size_t min_chunk_bytes) {
+inline size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t slot_bytes, size_t stages,
+                                   size_t min_chunk_bytes) {
   const size_t slot_elems = std::max<size_t>(1, slot_bytes / elem_size);
   const size_t min_elems = std::max<size_t>(1, min_chunk_bytes / elem_size);
   const size_t want = (half(count, 0).count + stages - 1) / stages;
@@ -139,15 +139,13 @@ inline size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t slot_b
 // step. A chunk index outside [0, chunks) means nothing to do. The last
 // chunk reaches the deepest rank at step chunks - 1 + 2H.
 
-inline long reduce_chunk_at(long step, int height, int depth) {
-  return step - (height - depth);
-}
+inline long reduce_chunk_at(long step, int height, int depth) { return step - (height - depth); }
 inline long bcast_chunk_at(long step, int height, int depth) { return step - height - depth; }
 inline long allreduce_steps(size_t chunks, int height) { return long(chunks) + 2L * height; }
 
 // One rank's part of the allreduce.
 struct AllreducePlan {
-  size_t count = 0;  // elements
+  size_t count = 0;   // elements
   size_t chunks = 0;  // per half
   Node node[2];
   int depth[2] = {0, 0};
