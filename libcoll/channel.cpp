@@ -166,12 +166,13 @@ void Channel::post_data(int peer, const void* src, size_t len, uint64_t remote_a
     post(peer, 0, src, len, nullptr, 0, remote_addr, rkey);
     return;
   }
-  // The source must stay registered until the write completes
-  // (rdma_post_write(3)): user memory is signaled, and finish() waits for
-  // it before dropping the pins.
+  // The source must stay registered and unchanged until the write completes
+  // (rdma_post_write(3)): every data write is signaled; finish() waits for
+  // them before dropping the pins, and release() before a slot we forwarded
+  // from can be refilled by its sender.
   const MemoryRegion* mr = local_region(src, len);
-  post(peer, kCountedContext, src, len, mr, mr == window_mr_ ? 0 : kWriteSignaled, remote_addr,
-       rkey);
+  post(peer, kCountedContext, src, len, mr, kWriteSignaled, remote_addr, rkey);
+  if (mr == window_mr_) slot_sources_in_flight_ = true;
 }
 
 void Channel::wait_credit(int peer) {
@@ -231,6 +232,12 @@ const void* Channel::recv(int peer, size_t len) {
 }
 
 void Channel::release(int peer) {
+  // A message forwarded straight from its slot must have left before the
+  // slot is handed back.
+  if (slot_sources_in_flight_) {
+    flush();
+    slot_sources_in_flight_ = false;
+  }
   const uint64_t consumed = ++received_[size_t(peer)];
   post_to_window(peer, &consumed, sizeof consumed, layout_.credit(rank_));
 }

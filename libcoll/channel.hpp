@@ -145,6 +145,7 @@ class Channel {
   std::vector<uint64_t> exposures_seen_;  // buffers each peer exposed to us
   std::vector<const MemoryRegion*> pins_;  // this call's registrations
   uint64_t outstanding_ = 0;             // signaled writes not yet completed
+  bool slot_sources_in_flight_ = false;  // a write from one of our slots may not be done
 };
 
 }  // namespace coll

@@ -33,6 +33,7 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
     : config_(config), boot_(std::move(boot)) {
   if (!config_.allreduce_algo.empty()) forced_allreduce_ = &find_allreduce(config_.allreduce_algo);
   if (!config_.bcast_algo.empty()) forced_bcast_ = &find_bcast(config_.bcast_algo);
+  load_selection();  // a bad COLL_TUNING_FILE fails coll_init, not the first collective
 
   WindowLayout layout;
   layout.slot_bytes = config_.slot_bytes;
@@ -66,7 +67,9 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
       [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
   channel_ = std::make_unique<Channel>(*transport_, layout, window_mr_, std::move(peers),
-                                       config_.timeout_s, *cache_, config_.zcopy_threshold);
+                                       config_.timeout_s, *cache_,
+                                       config_.zcopy_threshold.value_or(
+                                           transport_->default_zcopy_threshold()));
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);
   if (config_.debug)

@@ -61,8 +61,8 @@ Config load_config() {
   // Three slots is the least that keeps the ring deadlock-free: a rank may
   // run up to two messages ahead of what it received (algorithms/ring_*).
   c.num_slots = int(env_bytes("COLL_NUM_SLOTS", size_t(c.num_slots), 3, 16));
-  c.zcopy_threshold =
-      env_bytes("COLL_ZCOPY_THRESHOLD", c.zcopy_threshold, 0, std::numeric_limits<size_t>::max());
+  if (!env_string("COLL_ZCOPY_THRESHOLD").empty())
+    c.zcopy_threshold = env_bytes("COLL_ZCOPY_THRESHOLD", 0, 0, std::numeric_limits<size_t>::max());
   const std::string cache = env_string("COLL_REGCACHE", "1");
   if (cache != "0" && cache != "1")
     fail(COLL_ERR_INVALID_ARG, "COLL_REGCACHE=%s: expected 0 or 1", cache.c_str());

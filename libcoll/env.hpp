@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace coll {
@@ -16,8 +17,9 @@ struct Config {
   size_t slot_bytes = 128 * 1024;  // COLL_SLOT_SIZE: eager slot per peer
   int num_slots = 4;               // COLL_NUM_SLOTS: slots per peer
   // COLL_ZCOPY_THRESHOLD: calls of at least this many bytes write straight
-  // into the receivers' buffers; 0 turns zero-copy off.
-  size_t zcopy_threshold = 512 * 1024;
+  // into the receivers' buffers; 0 turns zero-copy off. Unset: the
+  // transport's default (Transport::default_zcopy_threshold).
+  std::optional<size_t> zcopy_threshold;
   bool regcache = true;  // COLL_REGCACHE=0: register/deregister every call
   bool debug = false;    // COLL_DEBUG=1: one line per rank at coll_init
 };

@@ -92,6 +92,11 @@ class Transport {
   // copied the data out before it returns (shm, tcp).
   virtual bool needs_local_registration() const = 0;
 
+  // The smallest call (bytes) that gains from writing straight into the
+  // receivers' buffers on this transport; 0: never. COLL_ZCOPY_THRESHOLD
+  // overrides it.
+  virtual size_t default_zcopy_threshold() const { return size_t(512) << 10; }
+
   // Throws Error(COLL_ERR_PEER_LOST) when peer is known to be gone. Cheap
   // enough to call every few milliseconds from a wait loop.
   virtual void check_peer(int peer) = 0;

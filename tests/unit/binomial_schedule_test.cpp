@@ -2,8 +2,8 @@
 // without any transport.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <string>
 #include <vector>
@@ -106,8 +106,8 @@ TEST(BinomialSchedule, RecursiveDoublingGivesEveryRankTheSameExpression) {
       int found = 0;
       for (size_t at = e.find(tok); at != std::string::npos; at = e.find(tok, at + 1)) {
         const bool left_ok = at == 0 || !isdigit(static_cast<unsigned char>(e[at - 1]));
-        const bool right_ok = at + tok.size() == e.size() ||
-                              !isdigit(static_cast<unsigned char>(e[at + tok.size()]));
+        const bool right_ok =
+            at + tok.size() == e.size() || !isdigit(static_cast<unsigned char>(e[at + tok.size()]));
         found += left_ok && right_ok;
       }
       EXPECT_EQ(found, 1) << "n=" << n << " rank " << r << " in " << e;
@@ -197,7 +197,8 @@ TEST(BinomialSchedule, AllgatherAfterScatterCompletesEveryRank) {
       has = next;
     }
     for (int v = 0; v < n; ++v)
-      for (int x = 0; x < n; ++x) EXPECT_TRUE(has[size_t(v)][size_t(x)]) << n << " " << v << " " << x;
+      for (int x = 0; x < n; ++x)
+        EXPECT_TRUE(has[size_t(v)][size_t(x)]) << n << " " << v << " " << x;
   }
 }
 

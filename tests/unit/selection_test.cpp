@@ -116,8 +116,8 @@ TEST(Selection, BadLinesAreErrorsNamingOriginLineAndProblem) {
     e = parse_error(std::string("bcast ") + ranks + " 0 ring\n");
     EXPECT_NE(e.find(std::string("bad ranks '") + ranks + "'"), std::string::npos) << e;
   }
-  for (const char* bytes : {"-1", "12X", "K", "1KB", "0x10", "99999999999999999999",
-                            "17179869184G", "+5"}) {
+  for (const char* bytes :
+       {"-1", "12X", "K", "1KB", "0x10", "99999999999999999999", "17179869184G", "+5"}) {
     e = parse_error(std::string("bcast * ") + bytes + " ring\n");
     EXPECT_NE(e.find(std::string("bad min_bytes '") + bytes + "'"), std::string::npos) << e;
   }
@@ -158,6 +158,32 @@ TEST(Selection, TuningRulesWinWhereTheyApplyAndDefaultsElsewhere) {
   for (size_t bytes : {size_t(0), size_t(5000), size_t(1) << 26})
     EXPECT_EQ(std::string(tuned.bcast(4, bytes).name), "ring");
   EXPECT_EQ(std::string(tuned.bcast(2, 5000).name), defaults.bcast(2, 5000).name);
+}
+
+// A choice names the sizes it holds for: every size in the range gets the
+// same algorithm, and the range ends where some rule starts to apply.
+TEST(Selection, ChoicesHoldOverTheirWholeRange) {
+  const Selection tuned(
+      SelectionTable::parse("allreduce 4 1000 tree\nallreduce 3-5 5000 binomial\n", "t"));
+  for (int n : {2, 3, 4, 8}) {
+    for (size_t bytes : {size_t(0), size_t(1), size_t(999), size_t(1000), size_t(4999),
+                         size_t(5000), size_t(70000), size_t(1) << 22, SIZE_MAX}) {
+      const Choice<AllreduceAlgorithm> c = tuned.allreduce_choice(n, bytes);
+      SCOPED_TRACE("n=" + std::to_string(n) + " bytes=" + std::to_string(bytes));
+      EXPECT_LE(c.min_bytes, bytes);
+      EXPECT_GE(c.max_bytes, bytes);
+      EXPECT_EQ(&tuned.allreduce(n, bytes), c.algorithm);
+      EXPECT_EQ(&tuned.allreduce(n, c.min_bytes), c.algorithm);
+      EXPECT_EQ(&tuned.allreduce(n, c.max_bytes), c.algorithm);
+      EXPECT_EQ(&tuned.allreduce(n, c.min_bytes + (c.max_bytes - c.min_bytes) / 2), c.algorithm);
+      if (c.max_bytes != SIZE_MAX) {
+        EXPECT_EQ(tuned.allreduce_choice(n, c.max_bytes + 1).min_bytes, c.max_bytes + 1);
+      }
+    }
+  }
+  EXPECT_EQ(tuned.allreduce_choice(4, 1500).min_bytes, 1000u);
+  EXPECT_EQ(tuned.allreduce_choice(4, 1500).max_bytes, 4999u);
+  EXPECT_EQ(tuned.bcast_choice(3, 10).algorithm, &tuned.bcast(3, 10));
 }
 
 TEST(Selection, LoadReadsAFileAndNamesItInErrors) {

@@ -87,7 +87,8 @@ TEST(TreeSchedule, SmallTreesByHand) {
   EXPECT_EQ(dtree(8, 0, 4).child[0], 2);
   EXPECT_EQ(dtree(8, 0, 4).child[1], 6);
   EXPECT_EQ(dtree(8, 0, 7).parent, 6);
-  // n = 14: 12 has the single child 10... and 13 (12 + 1): the drawing.
+  // n = 14, the drawing in tree_schedule.hpp: 12's children are 10 and 13
+  // (12 + 2 is out of range, so its right child shrinks to 12 + 1).
   EXPECT_EQ(dtree(14, 0, 12).child[0], 10);
   EXPECT_EQ(dtree(14, 0, 12).child[1], 13);
   EXPECT_EQ(dtree(14, 0, 8).child[1], 12);
