@@ -45,7 +45,7 @@ static_assert(sizeof(ExposeRecord) == 32);
 
 Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
                  std::vector<RemoteRegion> peer_windows, double timeout_s,
-                 RegistrationCache& cache, size_t zcopy_threshold)
+                 RegistrationCache& cache, size_t zcopy_threshold, uint64_t spin_polls)
     : transport_(transport),
       layout_(layout),
       window_mr_(window_mr),
@@ -53,6 +53,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       timeout_s_(timeout_s),
       cache_(cache),
       zcopy_threshold_(zcopy_threshold),
+      spin_polls_(spin_polls),
       rank_(transport.rank()),
       size_(transport.size()),
       window_(static_cast<char*>(window_mr->addr)),
@@ -71,8 +72,9 @@ const volatile uint64_t* Channel::local_word(size_t offset) const {
   return reinterpret_cast<const volatile uint64_t*>(window_ + offset);
 }
 
-// Spins briefly, then yields the CPU (ranks may outnumber cores: a
-// descheduled peer must get to run), then naps when the wait is long.
+// Spins briefly (not at all when ranks outnumber cores: the peer we wait
+// for may need our core), then yields the CPU, then naps when the wait is
+// long.
 // Every wait ends: at the timeout, when the peer is found dead, or when the
 // transport reports an error.
 template <class Ready>
@@ -84,7 +86,7 @@ void Channel::wait_until(int peer, const char* what, Ready ready) {
   for (uint64_t i = 1;; ++i) {
     progress();
     if (ready()) return;
-    if (i < 64) {
+    if (i < spin_polls_) {
       cpu_relax();
       continue;
     }

@@ -58,10 +58,11 @@ class Channel {
  public:
   // cache registers user memory (pin) on transports that need it and for
   // zero-copy targets. zcopy_threshold: calls of at least that many bytes
-  // may go zero-copy (0: never).
+  // may go zero-copy (0: never). spin_polls: polls of a wait before it
+  // starts yielding the CPU.
   Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
           std::vector<RemoteRegion> peer_windows, double timeout_s, RegistrationCache& cache,
-          size_t zcopy_threshold);
+          size_t zcopy_threshold, uint64_t spin_polls);
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
@@ -136,6 +137,7 @@ class Channel {
   double timeout_s_;
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
+  uint64_t spin_polls_;
   int rank_;
   int size_;
   char* window_;

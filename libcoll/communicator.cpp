@@ -1,16 +1,33 @@
 #include "communicator.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
 #include "datatype.hpp"
 #include "error.hpp"
+#include "transport/host_identity.hpp"
 
 namespace coll {
 namespace {
 
 constexpr size_t kUnpinnedCacheBytes = size_t(1) << 40;
+
+// CPUs this process may run on.
+int online_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// How many ranks share this rank's host (one bootstrap round).
+int local_ranks(Bootstrap& boot, double timeout_s) {
+  const std::vector<std::string> hosts = gather_host_identities(boot, timeout_s);
+  return int(std::count(hosts.begin(), hosts.end(), hosts[size_t(boot.rank())]));
+}
 
 bool overlaps(const void* a, const void* b, size_t len) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
@@ -66,16 +83,23 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
   cache_ = std::make_unique<RegistrationCache>(
       [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
-  channel_ = std::make_unique<Channel>(*transport_, layout, window_mr_, std::move(peers),
-                                       config_.timeout_s, *cache_,
-                                       config_.zcopy_threshold.value_or(
-                                           transport_->default_zcopy_threshold()));
+  // Ranks that outnumber the cores of their host must not spin: the peer a
+  // rank waits for may need its core.
+  const int local = local_ranks(*boot_, config_.timeout_s);
+  const bool oversubscribed = local > online_cpus();
+  const uint64_t spin = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
+  channel_ = std::make_unique<Channel>(
+      *transport_, layout, window_mr_, std::move(peers), config_.timeout_s, *cache_,
+      config_.zcopy_threshold.value_or(transport_->default_zcopy_threshold()), spin);
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);
   if (config_.debug)
-    std::fprintf(stderr, "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B\n",
+    std::fprintf(stderr,
+                 "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B, "
+                 "%d ranks on %d cpus of this host: %s\n",
                  rank(), size(), boot_->name(), transport_->describe().c_str(), layout.num_slots,
-                 layout.slot_bytes);
+                 layout.slot_bytes, local, online_cpus(),
+                 oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first");
 }
 
 Communicator::~Communicator() {

@@ -22,6 +22,9 @@ struct Config {
   std::optional<size_t> zcopy_threshold;
   bool regcache = true;  // COLL_REGCACHE=0: register/deregister every call
   bool debug = false;    // COLL_DEBUG=1: one line per rank at coll_init
+  // COLL_SPIN_POLLS: polls of a wait before it yields the CPU. Unset: 64,
+  // or 0 when the ranks on a host outnumber its CPUs.
+  std::optional<uint64_t> spin_polls;
 };
 
 // Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.
