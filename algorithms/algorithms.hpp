@@ -40,6 +40,7 @@ void rabenseifner_allreduce(Channel& ch, const AllreduceArgs& args);
 void binomial_bcast(Channel& ch, const BcastArgs& args);
 void tree_bcast(Channel& ch, const BcastArgs& args);
 void scatter_allgather_bcast(Channel& ch, const BcastArgs& args);
+void linear_bcast(Channel& ch, const BcastArgs& args);
 
 struct AllreduceAlgorithm {
   const char* name;

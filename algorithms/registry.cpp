@@ -21,6 +21,7 @@ constexpr BcastAlgorithm kBcast[] = {
     {"binomial", binomial_bcast},
     {"tree", tree_bcast},
     {"scatter_allgather", scatter_allgather_bcast},
+    {"linear", linear_bcast},
 };
 
 template <class Table>

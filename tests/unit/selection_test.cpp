@@ -131,7 +131,7 @@ TEST(Selection, BadLinesAreErrorsNamingOriginLineAndProblem) {
   EXPECT_NE(e.find("unknown allreduce algorithm"), std::string::npos) << e;
   e = parse_error("bcast * 0 recursive_doubling\n");
   EXPECT_NE(e.find("unknown bcast algorithm 'recursive_doubling' (valid: ring, binomial, tree, "
-                   "scatter_allgather)"),
+                   "scatter_allgather, linear)"),
             std::string::npos)
       << e;
 }
@@ -241,7 +241,7 @@ TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
     EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
     EXPECT_STREQ(e.what(),
                  "COLL_BCAST_ALGO=recursive_doubling: unknown algorithm (valid: ring, binomial, "
-                 "tree, scatter_allgather, auto)");
+                 "tree, scatter_allgather, linear, auto)");
   }
   EXPECT_THROW(find_allreduce(""), Error);
   EXPECT_EQ(lookup_allreduce("Ring"), nullptr);
