@@ -223,14 +223,18 @@ void Channel::send(int peer, const void* src, size_t len) {
   if (len > 0) {
     const int k = int(sent_[size_t(peer)] % uint64_t(layout_.num_slots));
     const RemoteRegion& w = peers_[size_t(peer)];
-    post_data(peer, src, len, w.addr + layout_.slot(rank_, k), w.rkey);
+    const size_t at = len <= WindowLayout::kInlineBytes ? layout_.inline_data(rank_, k)
+                                                        : layout_.slot(rank_, k);
+    post_data(peer, src, len, w.addr + at, w.rkey);
   }
   post_flag(peer, len);
 }
 
 const void* Channel::recv(int peer, size_t len) {
   const uint64_t m = wait_flag(peer, len);
-  return window_ + layout_.slot(peer, int(m % uint64_t(layout_.num_slots)));
+  const int k = int(m % uint64_t(layout_.num_slots));
+  return window_ + (len <= WindowLayout::kInlineBytes ? layout_.inline_data(peer, k)
+                                                      : layout_.slot(peer, k));
 }
 
 void Channel::release(int peer) {

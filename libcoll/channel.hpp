@@ -5,9 +5,12 @@
 //
 // Every rank's window holds one box per partner. The box of partner q in
 // the window of rank p is written only by q:
-//   ready[k]  8-byte flag of slot k: (sequence << 32) | length, written by q
-//             after the data of its message (the transport's ordering
-//             promise makes the data visible first);
+//   line[k]   one cache line per slot k: its 8-byte flag, (sequence << 32)
+//             | length, written by q after the data of its message (the
+//             transport's ordering promise makes the data visible first),
+//             then room for a message of up to kInlineBytes, which travels
+//             in the flag's own cache line (one miss at the reader, as
+//             NCCL's LL protocol keeps data and flag together);
 //   credit    how many of p's messages to q that q has consumed: p may
 //             reuse one of its slots in q's window only after q said so;
 //   expose    {addr, length, rkey, sequence}: a user buffer of q that p may
@@ -31,11 +34,13 @@ namespace coll {
 class RegistrationCache;
 
 struct WindowLayout {
-  static constexpr size_t kBoxHeaderBytes = 512;
-  static constexpr size_t kReadyOffset = 0;     // uint64_t ready[16]
-  static constexpr size_t kCreditOffset = 192;  // own cache line
-  static constexpr size_t kExposeOffset = 256;  // ExposeRecord, own line
   static constexpr int kMaxSlots = 16;
+  static constexpr size_t kLineBytes = 64;
+  static constexpr size_t kInlineBytes = kLineBytes - 8;  // after the flag
+  static constexpr size_t kReadyOffset = 0;  // kMaxSlots lines: flag + inline data
+  static constexpr size_t kCreditOffset = kMaxSlots * kLineBytes;         // own line
+  static constexpr size_t kExposeOffset = kCreditOffset + kLineBytes;     // own line
+  static constexpr size_t kBoxHeaderBytes = kExposeOffset + kLineBytes;
 
   size_t slot_bytes = 0;
   int num_slots = 0;
@@ -45,8 +50,9 @@ struct WindowLayout {
   size_t window_bytes() const { return box_bytes() * size_t(nranks); }
   size_t box(int partner) const { return box_bytes() * size_t(partner); }
   size_t ready(int partner, int slot) const {
-    return box(partner) + kReadyOffset + 8 * size_t(slot);
+    return box(partner) + kReadyOffset + kLineBytes * size_t(slot);
   }
+  size_t inline_data(int partner, int slot) const { return ready(partner, slot) + 8; }
   size_t credit(int partner) const { return box(partner) + kCreditOffset; }
   size_t expose(int partner) const { return box(partner) + kExposeOffset; }
   size_t slot(int partner, int k) const {
