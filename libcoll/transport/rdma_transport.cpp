@@ -934,6 +934,11 @@ void RdmaTransport::mark_failed(int status, int peer, std::string message) {
 
 }  // namespace
 
+bool rdma_device_available() {
+  return !split_list(std::getenv("COLL_RDMA_ADDR")).empty() ||
+         !rdma_capable_ipv4_addresses().empty();
+}
+
 std::unique_ptr<Transport> make_rdma_transport(Bootstrap& boot, const TransportOptions& opts) {
   return std::make_unique<RdmaTransport>(boot, opts);
 }

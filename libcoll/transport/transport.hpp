@@ -108,7 +108,13 @@ std::unique_ptr<Transport> make_shm_transport(Bootstrap& boot,
 std::unique_ptr<Transport> make_rdma_transport(Bootstrap& boot,
                                                const TransportOptions& opts);
 
-// By name ("shm", "rdma", "tcp"), or the best available for "" / "auto".
+// Whether this host has an RDMA device with an IPv4 address (or
+// COLL_RDMA_ADDR names one); false in a build without RDMA.
+bool rdma_device_available();
+
+// By name ("shm", "tcp", "shm+tcp", "rdma"), or the best available for
+// "" / "auto": shm on one host; across hosts rdma when every rank has a
+// device, else shm within a host and tcp between hosts.
 std::unique_ptr<Transport> make_transport(const std::string& name,
                                           Bootstrap& boot,
                                           const TransportOptions& opts);

@@ -13,6 +13,9 @@
 #                  (COLL_SLOT_SIZE=4096, the 1 Mi-element cases left out);
 #                  skipped when collrun or mp_collectives is not built;
 #                  RDMA_SUITE_FULL=1 keeps the 1 Mi-element cases (slower)
+#   auto-rdma-two-hosts
+#                  ranks on two (pretended) hosts with no COLL_TRANSPORT set
+#                  choose rdma by themselves
 #   regcache-np2   tests/regcache's regcache_mp over rdma: a 4 MiB buffer
 #                  reused registers once, the stale-address test (buffer
 #                  replaced at the same address: invalidation, right results)
@@ -71,6 +74,19 @@ if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
   done
 else
   echo "RESULT collectives SKIPPED (collrun or mp_collectives not built)"
+fi
+
+if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
+  # Two "hosts" (COLL_HOST_ID), a device on each, no COLL_TRANSPORT: the
+  # automatic choice must be rdma.
+  auto_rdma() {
+    "$COLLRUN" -np 2 --timeout 300 -x COLL_DEBUG=1 -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 \
+      sh -c 'export COLL_HOST_ID=host$COLL_RANK; exec "$0" "$@"' "$MP_COLLECTIVES" \
+      --gtest_filter='-*Large*' > "$LOGS/auto-rdma.out" 2>&1; local rc=$?
+    cat "$LOGS/auto-rdma.out"
+    [ $rc = 0 ] && [ "$(grep -c 'transport rdma on' "$LOGS/auto-rdma.out")" = 2 ]
+  }
+  step auto-rdma-two-hosts auto_rdma
 fi
 
 if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
