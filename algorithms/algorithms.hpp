@@ -26,6 +26,8 @@ struct BcastArgs {
   int root;
 };
 
+// The communicator runs an algorithm only with at least two ranks and at
+// least one element: a call on one rank or of no data never reaches it.
 using AllreduceFn = void (*)(Channel&, const AllreduceArgs&);
 using BcastFn = void (*)(Channel&, const BcastArgs&);
 

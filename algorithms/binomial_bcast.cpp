@@ -19,7 +19,6 @@ namespace coll {
 
 void binomial_bcast(Channel& ch, const BcastArgs& a) {
   const int n = ch.size();
-  if (n == 1 || a.bytes == 0) return;
   const int v = binomial::relative(ch.rank(), a.root, n);
   const int parent = v == 0 ? -1 : binomial::absolute(binomial::parent(v), a.root, n);
   const std::vector<int> kids = binomial::children(v, n);

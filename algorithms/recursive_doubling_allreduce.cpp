@@ -31,10 +31,6 @@ void recursive_doubling_allreduce(Channel& ch, const AllreduceArgs& a) {
   const size_t es = a.elem_size;
   auto* out = static_cast<char*>(a.recvbuf);
   const auto* in = static_cast<const char*>(a.sendbuf);
-  if (n == 1) {
-    if (a.sendbuf != a.recvbuf) std::memcpy(a.recvbuf, a.sendbuf, a.count * es);
-    return;
-  }
   const binomial::Doubling d = binomial::doubling(n);
   const int v = binomial::doubling_rank(r, d);
   const size_t chunk_elems = std::max<size_t>(1, ch.slot_bytes() / es);

@@ -22,10 +22,6 @@ namespace coll {
 void ring_allreduce(Channel& ch, const AllreduceArgs& a) {
   const int n = ch.size(), r = ch.rank();
   const size_t es = a.elem_size;
-  if (n == 1) {
-    if (a.sendbuf != a.recvbuf) std::memcpy(a.recvbuf, a.sendbuf, a.count * es);
-    return;
-  }
   const int right = ring::chain_next(r, n), left = ring::chain_prev(r, n);
   const size_t chunk_elems = std::max<size_t>(1, ch.slot_bytes() / es);
   auto* out = static_cast<char*>(a.recvbuf);

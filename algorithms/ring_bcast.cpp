@@ -15,7 +15,6 @@ namespace coll {
 
 void ring_bcast(Channel& ch, const BcastArgs& a) {
   const int n = ch.size(), r = ch.rank();
-  if (n == 1 || a.bytes == 0) return;
   const int pos = ring::chain_position(r, a.root, n);
   const int prev = ring::chain_prev(r, n), next = ring::chain_next(r, n);
   const bool last = pos == n - 1;

@@ -26,7 +26,6 @@ size_t chunks_of(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chun
 
 void scatter_allgather_bcast(Channel& ch, const BcastArgs& a) {
   const int n = ch.size();
-  if (n == 1 || a.bytes == 0) return;
   const int v = binomial::relative(ch.rank(), a.root, n);
   auto rank_of = [&](int rel) { return binomial::absolute(rel, a.root, n); };
   auto* buf = static_cast<char*>(a.buf);

@@ -95,10 +95,6 @@ class TreeAllreduceMoves {
 
 void tree_allreduce(Channel& ch, const AllreduceArgs& a) {
   const int n = ch.size();
-  if (n == 1) {
-    if (a.sendbuf != a.recvbuf) std::memcpy(a.recvbuf, a.sendbuf, a.count * a.elem_size);
-    return;
-  }
   const size_t chunk_elems = tree::pipeline_chunk_elems(a.count, a.elem_size, ch.slot_bytes(),
                                                         kPipelineStages, kMinChunkBytes);
   const tree::AllreducePlan plan =

@@ -27,7 +27,6 @@ constexpr size_t kMinChunkBytes = 16 * 1024;
 
 void tree_bcast(Channel& ch, const BcastArgs& a) {
   const int n = ch.size(), r = ch.rank();
-  if (n == 1 || a.bytes == 0) return;
   const tree::Node node[2] = {tree::bcast_node(n, a.root, 0, r), tree::bcast_node(n, a.root, 1, r)};
   const size_t chunk_bytes =
       tree::pipeline_chunk_elems(a.bytes, 1, ch.slot_bytes(), kPipelineStages, kMinChunkBytes);

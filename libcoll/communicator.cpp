@@ -166,6 +166,10 @@ void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, i
       forced_allreduce_ ? *forced_allreduce_ : choose_allreduce(size(), bytes);
   last_allreduce_ = algo.name;
   if (count == 0) return;
+  if (size() == 1) {
+    if (sendbuf != recvbuf) run({}, [&] { std::memcpy(recvbuf, sendbuf, bytes); });
+    return;
+  }
   AllreduceArgs args{sendbuf, recvbuf, count, datatype_size(datatype), reduce};
   if (sendbuf == recvbuf)
     run({{recvbuf, bytes}}, [&] { algo.run(*channel_, args); });
@@ -180,7 +184,7 @@ void Communicator::bcast(void* buf, size_t count, int datatype, int root) {
   if (count > 0 && !buf) fail(COLL_ERR_INVALID_ARG, "bcast: NULL buffer with count %zu", count);
   const BcastAlgorithm& algo = forced_bcast_ ? *forced_bcast_ : choose_bcast(size(), bytes);
   last_bcast_ = algo.name;
-  if (count == 0) return;
+  if (count == 0 || size() == 1) return;
   BcastArgs args{buf, bytes, root};
   run({{buf, bytes}}, [&] { algo.run(*channel_, args); });
 }
