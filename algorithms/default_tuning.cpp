@@ -18,8 +18,11 @@
 // per rank, and across nodes, tune with algorithms/tune.sh and
 // COLL_TUNING_FILE.
 //
-// linear (the root writes to every rank) was measured later, at np 4 only:
-// 1.30 us against binomial's 1.45 us below 4 KiB, as good above.
+// linear (the root writes to every rank) was measured later, at np 4 only,
+// in one interleaved run on a quiet machine (after waits stopped spinning
+// when ranks outnumber cores): within 1% of the best bcast at every size
+// but 512 KiB (1.21), where scatter_allgather is best (binomial was
+// 1.03-1.92 below 256 KiB). The bcast rules for np 3-4 come from it.
 //
 // Rank counts above 8 take the rules of 8; one rank runs no algorithm
 // (any name does).
@@ -55,8 +58,8 @@ bcast         *      0          ring
 bcast         2      0          ring
 bcast         2      512K       scatter_allgather
 bcast         3-4    0          linear
-bcast         3-4    4K         binomial
-bcast         4      512K       scatter_allgather
+bcast         3-4    256K       scatter_allgather
+bcast         3-4    1M         linear
 bcast         5+     0          binomial
 )";
 
