@@ -17,6 +17,9 @@ namespace {
 // other column right-aligned in 18, two decimals.
 constexpr int kSizeWidth = 10;
 constexpr int kFieldWidth = 18;
+// Wide enough for the longest algorithm name ("recursive_doubling") and two
+// spaces before it.
+constexpr int kAlgorithmWidth = 21;
 
 std::string fixed2(double value) {
   char text[64];
@@ -197,12 +200,15 @@ TablePrinter::TablePrinter(std::FILE* out, const RunInfo& info, Collective colle
     add_column(label(i, "Busbw(GB/s)", "Busbw(GB/s)"),
                [i](const SizeResult& result) { return fixed2(result.libraries.at(i).busbw_gbs); });
   }
-  add_column("Algorithm", [](const SizeResult& result) {
-    for (const LibraryResult& library : result.libraries) {
-      if (!library.algorithm.empty()) return library.algorithm;
-    }
-    return std::string("-");
-  });
+  add_column(
+      "Algorithm",
+      [](const SizeResult& result) {
+        for (const LibraryResult& library : result.libraries) {
+          if (!library.algorithm.empty()) return library.algorithm;
+        }
+        return std::string("-");
+      },
+      kAlgorithmWidth);
   if (info.validate) {
     add_column("Validation",
                [](const SizeResult& result) { return std::string(pass_fail(all_valid(result))); });
@@ -210,9 +216,10 @@ TablePrinter::TablePrinter(std::FILE* out, const RunInfo& info, Collective colle
 }
 
 void TablePrinter::add_column(std::string header,
-                              std::function<std::string(const SizeResult&)> value) {
+                              std::function<std::string(const SizeResult&)> value,
+                              int min_width) {
   // At least one space apart when a header is wider than OSU's field.
-  const int width = std::max(kFieldWidth, static_cast<int>(header.size()) + 1);
+  const int width = std::max({kFieldWidth, min_width, static_cast<int>(header.size()) + 1});
   columns_.push_back({std::move(header), width, std::move(value)});
 }
 

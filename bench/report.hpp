@@ -44,7 +44,9 @@ class TablePrinter {
     int width;
     std::function<std::string(const SizeResult&)> value;
   };
-  void add_column(std::string header, std::function<std::string(const SizeResult&)> value);
+  // A column at least min_width wide (and never narrower than OSU's 18).
+  void add_column(std::string header, std::function<std::string(const SizeResult&)> value,
+                  int min_width = 0);
 
   std::FILE* out_;
   const RunInfo& info_;
