@@ -1,5 +1,7 @@
 #include "mpi_runner.hpp"
 
+#include "mpi_map.hpp"
+
 #include <mpi.h>
 
 #include <climits>
@@ -17,54 +19,16 @@ void check_mpi(int status, const char* call) {
                      " failed: " + std::string(text, static_cast<size_t>(length)));
 }
 
-MPI_Datatype mpi_datatype(coll_datatype_t datatype) {
-  switch (datatype) {
-    case COLL_INT8:
-      return MPI_INT8_T;
-    case COLL_INT16:
-      return MPI_INT16_T;
-    case COLL_INT32:
-      return MPI_INT32_T;
-    case COLL_INT64:
-      return MPI_INT64_T;
-    case COLL_UINT8:
-      return MPI_UINT8_T;
-    case COLL_UINT16:
-      return MPI_UINT16_T;
-    case COLL_UINT32:
-      return MPI_UINT32_T;
-    case COLL_UINT64:
-      return MPI_UINT64_T;
-    case COLL_FLOAT:
-      return MPI_FLOAT;
-    case COLL_DOUBLE:
-      return MPI_DOUBLE;
-    case COLL_DATATYPE_COUNT:
-      break;
-  }
-  throw LibraryError("no MPI datatype for this datatype");
+MPI_Datatype checked_datatype(coll_datatype_t datatype) {
+  const MPI_Datatype type = mpi_datatype(datatype);
+  if (type == MPI_DATATYPE_NULL) throw LibraryError("no MPI datatype for this datatype");
+  return type;
 }
 
-MPI_Op mpi_op(coll_op_t op) {
-  switch (op) {
-    case COLL_SUM:
-      return MPI_SUM;
-    case COLL_PROD:
-      return MPI_PROD;
-    case COLL_MIN:
-      return MPI_MIN;
-    case COLL_MAX:
-      return MPI_MAX;
-    case COLL_BAND:
-      return MPI_BAND;
-    case COLL_BOR:
-      return MPI_BOR;
-    case COLL_BXOR:
-      return MPI_BXOR;
-    case COLL_OP_COUNT:
-      break;
-  }
-  throw LibraryError("no MPI operator for this operator");
+MPI_Op checked_op(coll_op_t op) {
+  const MPI_Op mpi = mpi_op(op);
+  if (mpi == MPI_OP_NULL) throw LibraryError("no MPI operator for this operator");
+  return mpi;
 }
 
 // MPI counts are int.
@@ -109,10 +73,10 @@ void MpiRunner::barrier() { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"
 
 void MpiRunner::run(Collective collective, const Workload& workload, const Message& message) {
   const int count = mpi_count(message.count);
-  const MPI_Datatype datatype = mpi_datatype(workload.datatype);
+  const MPI_Datatype datatype = checked_datatype(workload.datatype);
   switch (collective) {
     case Collective::allreduce:
-      check_mpi(MPI_Allreduce(message.send, message.recv, count, datatype, mpi_op(workload.op),
+      check_mpi(MPI_Allreduce(message.send, message.recv, count, datatype, checked_op(workload.op),
                               MPI_COMM_WORLD),
                 "MPI_Allreduce");
       return;
@@ -125,7 +89,7 @@ void MpiRunner::run(Collective collective, const Workload& workload, const Messa
 
 void MpiRunner::allreduce_doubles(double* values, size_t count, coll_op_t op) {
   check_mpi(
-      MPI_Allreduce(MPI_IN_PLACE, values, mpi_count(count), MPI_DOUBLE, mpi_op(op), MPI_COMM_WORLD),
+      MPI_Allreduce(MPI_IN_PLACE, values, mpi_count(count), MPI_DOUBLE, checked_op(op), MPI_COMM_WORLD),
       "MPI_Allreduce");
 }
 

@@ -39,7 +39,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "mpi_map.hpp"
 #include "rank_failure_printer.hpp"
+
+using bench::mpi_datatype;
+using bench::mpi_op;
 
 namespace {
 
@@ -47,54 +51,6 @@ int world_rank = -1;
 int world_size = 0;
 
 coll_comm_t world() { return coll_comm_world(); }
-
-MPI_Datatype mpi_datatype(coll_datatype_t type) {
-  switch (type) {
-    case COLL_INT8:
-      return MPI_INT8_T;
-    case COLL_INT16:
-      return MPI_INT16_T;
-    case COLL_INT32:
-      return MPI_INT32_T;
-    case COLL_INT64:
-      return MPI_INT64_T;
-    case COLL_UINT8:
-      return MPI_UINT8_T;
-    case COLL_UINT16:
-      return MPI_UINT16_T;
-    case COLL_UINT32:
-      return MPI_UINT32_T;
-    case COLL_UINT64:
-      return MPI_UINT64_T;
-    case COLL_FLOAT:
-      return MPI_FLOAT;
-    case COLL_DOUBLE:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;
-  }
-}
-
-MPI_Op mpi_op(coll_op_t op) {
-  switch (op) {
-    case COLL_SUM:
-      return MPI_SUM;
-    case COLL_PROD:
-      return MPI_PROD;
-    case COLL_MIN:
-      return MPI_MIN;
-    case COLL_MAX:
-      return MPI_MAX;
-    case COLL_BAND:
-      return MPI_BAND;
-    case COLL_BOR:
-      return MPI_BOR;
-    case COLL_BXOR:
-      return MPI_BXOR;
-    default:
-      return MPI_OP_NULL;
-  }
-}
 
 const char* type_name(coll_datatype_t type) {
   static const char* const names[] = {"int8",   "int16",  "int32",  "int64", "uint8",

@@ -1,0 +1,41 @@
+// libcoll datatypes and operators as Open MPI's: one table for the
+// side-by-side benchmark and the comparison test (tests/ompi).
+#pragma once
+
+#include <coll/coll.h>
+#include <mpi.h>
+
+namespace bench {
+
+// MPI_DATATYPE_NULL for a value that is not a libcoll datatype.
+inline MPI_Datatype mpi_datatype(coll_datatype_t datatype) {
+  switch (datatype) {
+    case COLL_INT8: return MPI_INT8_T;
+    case COLL_INT16: return MPI_INT16_T;
+    case COLL_INT32: return MPI_INT32_T;
+    case COLL_INT64: return MPI_INT64_T;
+    case COLL_UINT8: return MPI_UINT8_T;
+    case COLL_UINT16: return MPI_UINT16_T;
+    case COLL_UINT32: return MPI_UINT32_T;
+    case COLL_UINT64: return MPI_UINT64_T;
+    case COLL_FLOAT: return MPI_FLOAT;
+    case COLL_DOUBLE: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+// MPI_OP_NULL for a value that is not a libcoll operator.
+inline MPI_Op mpi_op(coll_op_t op) {
+  switch (op) {
+    case COLL_SUM: return MPI_SUM;
+    case COLL_PROD: return MPI_PROD;
+    case COLL_MIN: return MPI_MIN;
+    case COLL_MAX: return MPI_MAX;
+    case COLL_BAND: return MPI_BAND;
+    case COLL_BOR: return MPI_BOR;
+    case COLL_BXOR: return MPI_BXOR;
+    default: return MPI_OP_NULL;
+  }
+}
+
+}  // namespace bench
