@@ -150,14 +150,22 @@ void Channel::post_to_window(int peer, const void* src, size_t len, size_t offse
   post(peer, 0, src, len, nullptr, 0, w.addr + offset, w.rkey);
 }
 
-const MemoryRegion* Channel::local_region(const void* src, size_t len) const {
-  auto inside = [&](const MemoryRegion* mr) {
-    auto s = reinterpret_cast<uintptr_t>(src), b = reinterpret_cast<uintptr_t>(mr->addr);
-    return s >= b && len <= mr->length && s - b <= mr->length - len;
-  };
-  if (inside(window_mr_)) return window_mr_;
+namespace {
+bool contains(const MemoryRegion* mr, const void* addr, size_t len) {
+  auto a = reinterpret_cast<uintptr_t>(addr), b = reinterpret_cast<uintptr_t>(mr->addr);
+  return a >= b && len <= mr->length && a - b <= mr->length - len;
+}
+}  // namespace
+
+const MemoryRegion* Channel::pinned(const void* addr, size_t len) const {
   for (const MemoryRegion* mr : pins_)
-    if (inside(mr)) return mr;
+    if (contains(mr, addr, len)) return mr;
+  return nullptr;
+}
+
+const MemoryRegion* Channel::local_region(const void* src, size_t len) const {
+  if (contains(window_mr_, src, len)) return window_mr_;
+  if (const MemoryRegion* mr = pinned(src, len)) return mr;
   fail(COLL_ERR_INTERNAL, "rank %d: a send from %p (%zu bytes) that is not registered", rank_,
        src, len);
 }
@@ -293,6 +301,10 @@ void Channel::recv_direct(int peer, size_t len) {
 
 const MemoryRegion* Channel::pin(const void* buf, size_t len) {
   if (len == 0) return nullptr;
+  // Pinned already in this call (the communicator pins the user buffers on
+  // RDMA, and an algorithm then exposes recvbuf): no second cache lookup,
+  // whose page-frame check reads the whole range's page map.
+  if (const MemoryRegion* mr = pinned(buf, len)) return mr;
   const MemoryRegion* mr = cache_.acquire(buf, len);
   pins_.push_back(mr);
   return mr;

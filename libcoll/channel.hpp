@@ -134,6 +134,7 @@ class Channel {
   uint64_t wait_flag(int peer, size_t len_field);
   void wait_credit(int peer);
   const MemoryRegion* local_region(const void* src, size_t len) const;
+  const MemoryRegion* pinned(const void* addr, size_t len) const;  // nullptr: not in this call
   const volatile uint64_t* local_word(size_t offset) const;
 
   Transport& transport_;
