@@ -27,29 +27,18 @@
 
 #include "error.hpp"
 #include "file_bootstrap.hpp"
+#include "forked_ranks.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
 namespace {
 
+using test::expect_all_succeeded;
 using test::FileBootstrap;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kSetupTimeout = 60;  // seconds; TCG emulation is slow
 constexpr double kWaitTimeout = 60;
-
-int g_rank = -1;
-
-#define CHILD_CHECK(cond, ...)                                                               \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, \
-                   #cond);                                                                   \
-      std::fprintf(stderr, __VA_ARGS__);                                                     \
-      std::fputc('\n', stderr);                                                              \
-      return 1;                                                                              \
-    }                                                                                        \
-  } while (0)
 
 bool rdma_device_present() {
   int count = 0;
@@ -72,68 +61,9 @@ class RdmaTransportTest : public ::testing::Test {
 
 using RankBody = std::function<int(FileBootstrap& boot)>;
 
-// Forks `size` ranks running body; returns their exit statuses (-1: killed
-// after timeout, or by a signal).
 std::vector<int> run_ranks(int size, const RankBody& body, double timeout_s = 180) {
-  char pattern[] = "/tmp/coll-rdma-test.XXXXXX";
-  std::string dir = mkdtemp(pattern);
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < size; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      g_rank = r;
-      int status = 1;
-      try {
-        FileBootstrap boot(dir, r, size);
-        status = body(boot);
-      } catch (const Error& e) {
-        std::fprintf(stderr, "rank %d: coll::Error %d: %s\n", r, e.status(), e.what());
-        status = 2;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
-        status = 3;
-      }
-      std::fflush(nullptr);
-      _exit(status);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> statuses(static_cast<size_t>(size), -1);
-  std::vector<bool> done(static_cast<size_t>(size), false);
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(timeout_s));
-  int remaining = size;
-  while (remaining > 0) {
-    for (int r = 0; r < size; ++r) {
-      if (done[static_cast<size_t>(r)]) continue;
-      int status = 0;
-      if (waitpid(pids[static_cast<size_t>(r)], &status, WNOHANG) == pids[static_cast<size_t>(r)]) {
-        done[static_cast<size_t>(r)] = true;
-        --remaining;
-        statuses[static_cast<size_t>(r)] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-    }
-    if (remaining > 0 && Clock::now() > deadline) {
-      ADD_FAILURE() << "ranks still running after " << timeout_s << " s: killed";
-      for (int r = 0; r < size; ++r) {
-        if (!done[static_cast<size_t>(r)]) kill(pids[static_cast<size_t>(r)], SIGKILL);
-      }
-      for (int r = 0; r < size; ++r) {
-        if (!done[static_cast<size_t>(r)]) waitpid(pids[static_cast<size_t>(r)], nullptr, 0);
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::filesystem::remove_all(dir);
-  return statuses;
-}
-
-void expect_all_succeeded(const std::vector<int>& statuses) {
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    EXPECT_EQ(statuses[r], 0) << "rank " << r << " failed (see its stderr above)";
-  }
+  return test::run_forked_ranks(
+      "rdma", size, [&](FileBootstrap& boot, const std::string&) { return body(boot); }, timeout_s);
 }
 
 // Drives one rank's transport: keeps the completions it polls, stops at the
@@ -166,8 +96,8 @@ class Driver {
       if (++spins % 4096 == 0) {
         transport_.check_peer(peer);
         if (Clock::now() > deadline) {
-          std::fprintf(stderr, "rank %d: word from rank %d is %llu, expected %llu\n", g_rank, peer,
-                       static_cast<unsigned long long>(*word),
+          std::fprintf(stderr, "rank %d: word from rank %d is %llu, expected %llu\n",
+                       test::g_child_rank, peer, static_cast<unsigned long long>(*word),
                        static_cast<unsigned long long>(expected));
           return false;
         }
@@ -188,7 +118,7 @@ class Driver {
       }
       if (!progress()) return report("error completion while waiting for a completion");
       if (Clock::now() > deadline) {
-        std::fprintf(stderr, "rank %d: no completion for context %llu\n", g_rank,
+        std::fprintf(stderr, "rank %d: no completion for context %llu\n", test::g_child_rank,
                      static_cast<unsigned long long>(context));
         return false;
       }
@@ -199,7 +129,7 @@ class Driver {
 
  private:
   bool report(const char* what) {
-    std::fprintf(stderr, "rank %d: %s: context %llu peer %d status %d\n", g_rank, what,
+    std::fprintf(stderr, "rank %d: %s: context %llu peer %d status %d\n", test::g_child_rank, what,
                  static_cast<unsigned long long>(error.context), error.peer, error.status);
     return false;
   }

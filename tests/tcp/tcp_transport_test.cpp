@@ -28,6 +28,7 @@
 
 #include "error.hpp"
 #include "tests/rdma/file_bootstrap.hpp"
+#include "tests/rdma/forked_ranks.hpp"
 #include "transport/hybrid_transport.hpp"
 #include "transport/tcp_transport.hpp"
 #include "transport/transport.hpp"
@@ -35,24 +36,12 @@
 namespace coll {
 namespace {
 
+using test::expect_all_succeeded;
 using test::FileBootstrap;
 using Clock = std::chrono::steady_clock;
 using tcp_wire::FrameHeader;
 
 constexpr double kTimeout = 60;  // bound of every wait in a rank, seconds
-
-int g_rank = -1;
-
-#define CHILD_CHECK(cond, ...)                                                               \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, \
-                   #cond);                                                                   \
-      std::fprintf(stderr, __VA_ARGS__);                                                     \
-      std::fputc('\n', stderr);                                                              \
-      return 1;                                                                              \
-    }                                                                                        \
-  } while (0)
 
 Clock::time_point deadline_after(double seconds) {
   return Clock::now() +
@@ -65,69 +54,14 @@ struct Rank {
 };
 using RankBody = std::function<int(Rank&)>;
 
-// Forks `size` ranks running body; returns their exit statuses (-1: killed
-// by a signal, or after the bound).
 std::vector<int> run_ranks(int size, const RankBody& body, double bound_s = 180) {
-  char pattern[] = "/tmp/coll-tcp-test.XXXXXX";
-  const char* made = mkdtemp(pattern);
-  if (made == nullptr) {
-    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
-    return std::vector<int>(size_t(size), -1);
-  }
-  const std::string dir = made;
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < size; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      g_rank = r;
-      int status = 1;
-      try {
-        FileBootstrap boot(dir, r, size);
+  return test::run_forked_ranks(
+      "tcp", size,
+      [&](FileBootstrap& boot, const std::string& dir) {
         Rank rank{boot, dir};
-        status = body(rank);
-      } catch (const Error& e) {
-        std::fprintf(stderr, "rank %d: coll::Error %d: %s\n", r, e.status(), e.what());
-        status = 2;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
-        status = 3;
-      }
-      std::fflush(nullptr);
-      _exit(status);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> statuses(size_t(size), -1);
-  std::vector<bool> done(size_t(size), false);
-  const auto deadline = deadline_after(bound_s);
-  int remaining = size;
-  while (remaining > 0) {
-    for (int r = 0; r < size; ++r) {
-      int status = 0;
-      if (!done[size_t(r)] && waitpid(pids[size_t(r)], &status, WNOHANG) == pids[size_t(r)]) {
-        done[size_t(r)] = true;
-        --remaining;
-        statuses[size_t(r)] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-    }
-    if (remaining > 0 && Clock::now() > deadline) {
-      ADD_FAILURE() << "ranks still running after " << bound_s << " s: killed";
-      for (int r = 0; r < size; ++r)
-        if (!done[size_t(r)]) kill(pids[size_t(r)], SIGKILL);
-      for (int r = 0; r < size; ++r)
-        if (!done[size_t(r)]) waitpid(pids[size_t(r)], nullptr, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::filesystem::remove_all(dir);
-  return statuses;
-}
-
-void expect_all_succeeded(const std::vector<int>& statuses) {
-  for (size_t r = 0; r < statuses.size(); ++r)
-    EXPECT_EQ(statuses[r], 0) << "rank " << r << " failed (see its stderr above)";
+        return body(rank);
+      },
+      bound_s);
 }
 
 // Side-band synchronisation for ranks whose transport has failed: each
