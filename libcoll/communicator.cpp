@@ -16,17 +16,38 @@ namespace {
 
 constexpr size_t kUnpinnedCacheBytes = size_t(1) << 40;
 
-// CPUs this process may run on.
-int online_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
+// The ranks of this rank's host, and the CPUs they may run on together (the
+// union of their affinity masks): one bootstrap round. Under a launcher
+// that binds every rank to its own core each rank sees one CPU, so its own
+// mask alone would call the host oversubscribed.
+struct HostShare {
+  int ranks = 1;
+  int cpus = 1;
+};
 
-// How many ranks share this rank's host (one bootstrap round).
-int local_ranks(Bootstrap& boot, double timeout_s) {
-  const std::vector<std::string> hosts = gather_host_identities(boot, timeout_s);
-  return int(std::count(hosts.begin(), hosts.end(), hosts[size_t(boot.rank())]));
+HostShare host_share(Bootstrap& boot, double timeout_s) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_SET(0, &mine);
+  std::string record(reinterpret_cast<const char*>(&mine), sizeof mine);
+  record += host_identity();
+  const std::vector<std::string> all = boot.allgather(record, timeout_s);
+  HostShare share;
+  share.ranks = 0;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (const std::string& r : all) {
+    if (r.size() < sizeof(cpu_set_t))
+      fail(COLL_ERR_INTERNAL, "host exchange: a record of %zu bytes", r.size());
+    if (r.compare(sizeof(cpu_set_t), std::string::npos, record, sizeof(cpu_set_t)) != 0)
+      continue;
+    cpu_set_t theirs;
+    std::memcpy(&theirs, r.data(), sizeof theirs);
+    CPU_OR(&cpus, &cpus, &theirs);
+    ++share.ranks;
+  }
+  share.cpus = std::max(1, CPU_COUNT(&cpus));
+  return share;
 }
 
 bool overlaps(const void* a, const void* b, size_t len) {
@@ -85,8 +106,8 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
   // Ranks that outnumber the cores of their host must not spin: the peer a
   // rank waits for may need its core.
-  const int local = local_ranks(*boot_, config_.timeout_s);
-  const bool oversubscribed = local > online_cpus();
+  const HostShare host = host_share(*boot_, config_.timeout_s);
+  const bool oversubscribed = host.ranks > host.cpus;
   const uint64_t spin = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
   channel_ = std::make_unique<Channel>(
       *transport_, layout, window_mr_, std::move(peers), config_.timeout_s, *cache_,
@@ -98,7 +119,7 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
                  "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B, "
                  "%d ranks on %d cpus of this host: %s\n",
                  rank(), size(), boot_->name(), transport_->describe().c_str(), layout.num_slots,
-                 layout.slot_bytes, local, online_cpus(),
+                 layout.slot_bytes, host.ranks, host.cpus,
                  oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first");
 }
 
