@@ -34,6 +34,7 @@ using BcastFn = void (*)(Channel&, const BcastArgs&);
 void ring_allreduce(Channel& ch, const AllreduceArgs& args);
 void ring_bcast(Channel& ch, const BcastArgs& args);
 void dissemination_barrier(Channel& ch);
+void tree_barrier(Channel& ch);
 
 void tree_allreduce(Channel& ch, const AllreduceArgs& args);
 void binomial_allreduce(Channel& ch, const AllreduceArgs& args);

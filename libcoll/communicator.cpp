@@ -211,7 +211,10 @@ void Communicator::bcast(void* buf, size_t count, int datatype, int root) {
 }
 
 void Communicator::barrier() {
-  run({}, [&] { dissemination_barrier(*channel_); });
+  if (config_.dissemination_barrier)
+    run({}, [&] { dissemination_barrier(*channel_); });
+  else
+    run({}, [&] { tree_barrier(*channel_); });
 }
 
 }  // namespace coll

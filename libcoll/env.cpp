@@ -54,6 +54,12 @@ Config load_config() {
   if (c.allreduce_algo == "auto") c.allreduce_algo.clear();
   c.bcast_algo = env_string("COLL_BCAST_ALGO");
   if (c.bcast_algo == "auto") c.bcast_algo.clear();
+  const std::string barrier = env_string("COLL_BARRIER_ALGO", "auto");
+  if (barrier != "auto" && barrier != "tree" && barrier != "dissemination")
+    fail(COLL_ERR_INVALID_ARG,
+         "COLL_BARRIER_ALGO=%s: unknown algorithm (valid: tree, dissemination, auto)",
+         barrier.c_str());
+  c.dissemination_barrier = barrier == "dissemination";
   c.timeout_s = env_double("COLL_TIMEOUT", c.timeout_s, 0.01, 1e9);
   c.slot_bytes = env_bytes("COLL_SLOT_SIZE", c.slot_bytes, 64, size_t{1} << 30);
   // Slots are cache-line aligned so that flags never share a line with data.

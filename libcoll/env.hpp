@@ -13,6 +13,9 @@ struct Config {
   std::string transport;       // COLL_TRANSPORT: "" (auto), shm, tcp, shm+tcp, rdma
   std::string allreduce_algo;  // COLL_ALLREDUCE_ALGO: "" = choose
   std::string bcast_algo;      // COLL_BCAST_ALGO: "" = choose
+  // COLL_BARRIER_ALGO: tree (default, auto) or dissemination
+  // (algorithms/barrier.cpp).
+  bool dissemination_barrier = false;
   double timeout_s = 300;      // COLL_TIMEOUT: bound on every wait
   size_t slot_bytes = 128 * 1024;  // COLL_SLOT_SIZE: eager slot per peer
   int num_slots = 4;               // COLL_NUM_SLOTS: slots per peer

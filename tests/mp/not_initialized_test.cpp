@@ -71,3 +71,35 @@ TEST(NotInitialized, BeforeInitAndAfterFinalize) {
 }
 
 }  // namespace
+
+namespace {
+
+// A malformed knob fails coll_init with a message that names it, and leaves
+// the library uninitialised (a later coll_init with a good value works).
+TEST(NotInitialized, MalformedKnobFailsInit) {
+  const struct {
+    const char* name;
+    const char* value;
+  } knobs[] = {{"COLL_BARRIER_ALGO", "bogus"},
+               {"COLL_ALLREDUCE_ALGO", "bogus"},
+               {"COLL_NUM_SLOTS", "2"},
+               {"COLL_REGCACHE", "yes"}};
+  for (const auto& knob : knobs) {
+    ASSERT_EQ(setenv(knob.name, knob.value, 1), 0);
+    EXPECT_EQ(coll_init(nullptr, nullptr), COLL_ERR_INVALID_ARG) << knob.name;
+    const char* why = coll_comm_last_error(nullptr);
+    ASSERT_NE(why, nullptr);
+    EXPECT_NE(std::strstr(why, knob.name), nullptr) << knob.name << ": " << why;
+    int flag = -1;
+    EXPECT_EQ(coll_initialized(&flag), COLL_SUCCESS);
+    EXPECT_EQ(flag, 0) << knob.name;
+    ASSERT_EQ(unsetenv(knob.name), 0);
+  }
+  setenv("COLL_BARRIER_ALGO", "dissemination", 1);
+  ASSERT_EQ(coll_init(nullptr, nullptr), COLL_SUCCESS) << coll_comm_last_error(nullptr);
+  EXPECT_EQ(coll_barrier(coll_comm_world()), COLL_SUCCESS);
+  EXPECT_EQ(coll_finalize(), COLL_SUCCESS);
+  unsetenv("COLL_BARRIER_ALGO");
+}
+
+}  // namespace
