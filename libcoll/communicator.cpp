@@ -72,6 +72,7 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
   if (!config_.allreduce_algo.empty()) forced_allreduce_ = &find_allreduce(config_.allreduce_algo);
   if (!config_.bcast_algo.empty()) forced_bcast_ = &find_bcast(config_.bcast_algo);
   load_selection();  // a bad COLL_TUNING_FILE fails coll_init, not the first collective
+  select_reduce_kernels(config_.reduce_kernels);
 
   WindowLayout layout;
   layout.slot_bytes = config_.slot_bytes;
@@ -117,9 +118,9 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
   if (config_.debug)
     std::fprintf(stderr,
                  "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B, "
-                 "%d ranks on %d cpus of this host: %s\n",
+                 "reduce kernels %s, %d ranks on %d cpus of this host: %s\n",
                  rank(), size(), boot_->name(), transport_->describe().c_str(), layout.num_slots,
-                 layout.slot_bytes, host.ranks, host.cpus,
+                 layout.slot_bytes, reduce_kernels_name(), host.ranks, host.cpus,
                  oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first");
 }
 

@@ -1,84 +1,11 @@
 #include "datatype.hpp"
 
 #include <cstdint>
-#include <type_traits>
+
+#include "error.hpp"
 
 namespace coll {
 namespace {
-
-// Integer SUM and PROD are computed in an unsigned type at least as wide
-// as int so that overflow wraps (two's complement) instead of being
-// undefined behaviour; small types would otherwise be promoted to int.
-template <class T>
-using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
-                                std::make_unsigned_t<T>>;
-
-struct Sum {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b));
-    else
-      return a + b;
-  }
-};
-struct Prod {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b));
-    else
-      return a * b;
-  }
-};
-struct Min {
-  template <class T>
-  static T apply(T a, T b) { return b < a ? b : a; }
-};
-struct Max {
-  template <class T>
-  static T apply(T a, T b) { return a < b ? b : a; }
-};
-struct Band {
-  template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a & b); }
-};
-struct Bor {
-  template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a | b); }
-};
-struct Bxor {
-  template <class T>
-  static T apply(T a, T b) { return static_cast<T>(a ^ b); }
-};
-
-template <class T, class Op>
-void reduce(void* dst, const void* a, const void* b, size_t count) {
-  T* d = static_cast<T*>(dst);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < count; ++i) d[i] = Op::apply(x[i], y[i]);
-}
-
-template <class T>
-ReduceFn for_op(int op) {
-  switch (op) {
-    case COLL_SUM: return reduce<T, Sum>;
-    case COLL_PROD: return reduce<T, Prod>;
-    case COLL_MIN: return reduce<T, Min>;
-    case COLL_MAX: return reduce<T, Max>;
-    default: break;
-  }
-  if constexpr (std::is_integral_v<T>) {
-    switch (op) {
-      case COLL_BAND: return reduce<T, Band>;
-      case COLL_BOR: return reduce<T, Bor>;
-      case COLL_BXOR: return reduce<T, Bxor>;
-      default: break;
-    }
-  }
-  return nullptr;
-}
 
 struct TypeInfo {
   const char* name;
@@ -113,20 +40,69 @@ const char* datatype_name(int datatype) {
 }
 const char* op_name(int op) { return valid_op(op) ? kOps[op] : "unknown"; }
 
-ReduceFn reduce_function(int datatype, int op) {
-  switch (datatype) {
-    case COLL_INT8: return for_op<int8_t>(op);
-    case COLL_INT16: return for_op<int16_t>(op);
-    case COLL_INT32: return for_op<int32_t>(op);
-    case COLL_INT64: return for_op<int64_t>(op);
-    case COLL_UINT8: return for_op<uint8_t>(op);
-    case COLL_UINT16: return for_op<uint16_t>(op);
-    case COLL_UINT32: return for_op<uint32_t>(op);
-    case COLL_UINT64: return for_op<uint64_t>(op);
-    case COLL_FLOAT: return for_op<float>(op);
-    case COLL_DOUBLE: return for_op<double>(op);
-    default: return nullptr;
+namespace {
+
+// The widest kernels this CPU runs (reduce_kernels.hpp).
+const ReduceTable* best_reduce_table() {
+#if defined(COLL_HAVE_AVX512_KERNELS)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return &reduce_table_avx512();
+#endif
+#if defined(COLL_HAVE_AVX2_KERNELS)
+  if (__builtin_cpu_supports("avx2")) return &reduce_table_avx2();
+#endif
+  return &reduce_table_baseline();
+}
+
+const ReduceTable* g_reduce_table = nullptr;
+
+const ReduceTable& active_reduce_table() {
+  if (!g_reduce_table) g_reduce_table = best_reduce_table();
+  return *g_reduce_table;
+}
+
+}  // namespace
+
+std::vector<std::string> reduce_kernel_sets() {
+  std::vector<std::string> names{"baseline"};
+#if defined(COLL_HAVE_AVX2_KERNELS)
+  if (__builtin_cpu_supports("avx2")) names.push_back("avx2");
+#endif
+  const std::string best = best_reduce_table()->isa;
+  if (best != names.back()) names.push_back(best);
+  return names;
+}
+
+void select_reduce_kernels(const std::string& isa) {
+  if (isa.empty() || isa == "auto") {
+    g_reduce_table = best_reduce_table();
+    return;
   }
+  std::string valid;
+  for (const std::string& name : reduce_kernel_sets()) {
+    if (name == isa) {
+      if (name == "baseline") g_reduce_table = &reduce_table_baseline();
+#if defined(COLL_HAVE_AVX2_KERNELS)
+      if (name == "avx2") g_reduce_table = &reduce_table_avx2();
+#endif
+#if defined(COLL_HAVE_AVX512_KERNELS)
+      if (name == "avx512") g_reduce_table = &reduce_table_avx512();
+#endif
+      return;
+    }
+    valid += name + ", ";
+  }
+  fail(COLL_ERR_INVALID_ARG,
+       "COLL_REDUCE_KERNELS=%s: not built or not supported by this CPU (here: %sauto)",
+       isa.c_str(), valid.c_str());
+}
+
+const char* reduce_kernels_name() { return active_reduce_table().isa; }
+
+ReduceFn reduce_function(int datatype, int op) {
+  if (!valid_datatype(datatype) || !valid_op(op)) return nullptr;
+  return active_reduce_table().fn[datatype][op];
 }
 
 }  // namespace coll

@@ -5,12 +5,12 @@
 #include <coll/coll.h>
 
 #include <cstddef>
+#include <string>
+#include <vector>
+
+#include "reduce_kernels.hpp"
 
 namespace coll {
-
-// dst[i] = a[i] op b[i] for i < count. dst may alias a or b.
-using ReduceFn = void (*)(void* dst, const void* a, const void* b,
-                          size_t count);
 
 bool valid_datatype(int datatype);
 bool valid_op(int op);
@@ -22,5 +22,14 @@ const char* op_name(int op);
 // The reduction for (datatype, op), or nullptr when the pair is invalid
 // (unknown, or a bitwise op on a floating type).
 ReduceFn reduce_function(int datatype, int op);
+
+// The kernel sets this build has and this CPU runs, narrowest first
+// ("baseline", then "avx2", "avx512" where available).
+std::vector<std::string> reduce_kernel_sets();
+// Makes reduce_function() return kernels of the set `isa` ("" or "auto":
+// the widest); throws coll::Error(COLL_ERR_INVALID_ARG) for a set that is
+// not in reduce_kernel_sets(). Set at coll_init (COLL_REDUCE_KERNELS).
+void select_reduce_kernels(const std::string& isa);
+const char* reduce_kernels_name();
 
 }  // namespace coll

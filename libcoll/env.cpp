@@ -60,6 +60,7 @@ Config load_config() {
          "COLL_BARRIER_ALGO=%s: unknown algorithm (valid: tree, dissemination, auto)",
          barrier.c_str());
   c.dissemination_barrier = barrier == "dissemination";
+  c.reduce_kernels = env_string("COLL_REDUCE_KERNELS");
   c.timeout_s = env_double("COLL_TIMEOUT", c.timeout_s, 0.01, 1e9);
   c.slot_bytes = env_bytes("COLL_SLOT_SIZE", c.slot_bytes, 64, size_t{1} << 30);
   // Slots are cache-line aligned so that flags never share a line with data.

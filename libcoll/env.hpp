@@ -16,6 +16,9 @@ struct Config {
   // COLL_BARRIER_ALGO: tree (default, auto) or dissemination
   // (algorithms/barrier.cpp).
   bool dissemination_barrier = false;
+  // COLL_REDUCE_KERNELS: "" (auto: the widest the CPU runs), baseline, avx2,
+  // avx512 (libcoll/reduce_kernels.hpp); checked at coll_init.
+  std::string reduce_kernels;
   double timeout_s = 300;      // COLL_TIMEOUT: bound on every wait
   size_t slot_bytes = 128 * 1024;  // COLL_SLOT_SIZE: eager slot per peer
   int num_slots = 4;               // COLL_NUM_SLOTS: slots per peer
