@@ -1,12 +1,15 @@
 // Unit tests of the benchmark's own logic (no launcher, no libcoll
 // communicator): options, the size sweep, the iteration rule, validation
-// values and the report files.
+// values, the memcpy probe, the tables and the report files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -15,6 +18,7 @@
 
 #include "aligned_buffer.hpp"
 #include "datatypes.hpp"
+#include "memcpy_probe.hpp"
 #include "options.hpp"
 #include "report.hpp"
 #include "value_check.hpp"
@@ -64,6 +68,23 @@ TEST(Options, ParsesEveryOption) {
   EXPECT_EQ(options.json_path, "out.json");
 }
 
+TEST(Options, BarrierAloneOrInAList) {
+  EXPECT_EQ(parse({"-b", "barrier"}).collectives, (std::vector<Collective>{Collective::barrier}));
+  EXPECT_EQ(
+      parse({"-b", "allreduce,bcast,barrier"}).collectives,
+      (std::vector<Collective>{Collective::allreduce, Collective::bcast, Collective::barrier}));
+  // -c and -f apply to the other collectives of the list, and are accepted
+  // with barrier alone (it has nothing to validate).
+  const Options options = parse({"-b", "barrier", "-c", "-f"});
+  EXPECT_TRUE(options.validate);
+  EXPECT_TRUE(options.full);
+  EXPECT_EQ(collective_name(Collective::barrier), std::string("barrier"));
+  EXPECT_FALSE(has_message(Collective::barrier));
+  EXPECT_TRUE(has_message(Collective::allreduce));
+  EXPECT_TRUE(has_message(Collective::bcast));
+  EXPECT_EQ(bus_bandwidth_factor(Collective::barrier, 4), 0.0);
+}
+
 TEST(Options, MaxAloneKeepsDefaultMin) {
   const Options options = parse({"-m", "65536"});
   EXPECT_EQ(options.min_bytes, 4u);
@@ -80,6 +101,9 @@ TEST(Options, RejectsBadInput) {
                                                               {"-o", "avg"},
                                                               {"-T", "float", "-o", "bxor"},
                                                               {"-b", "alltoall"},
+                                                              {"-b", "barrier,gather"},
+                                                              {"-b", "barrier", "-r", "1"},
+                                                              {"-b", "barrier", "-o", "max"},
                                                               {"-b", "allreduce", "-r", "1"},
                                                               {"-b", "bcast", "-o", "max"},
                                                               {"--rounds", "3"},
@@ -238,6 +262,29 @@ INSTANTIATE_TEST_SUITE_P(TypesAndRanks, ValueCheckTest,
                                                           COLL_DOUBLE),
                                           testing::Values(1, 2, 3, 7, 40)));
 
+// Timings are never asserted (a shared, noisy machine): only that the
+// probe measures something.
+TEST(MemcpyProbe, GivesAPositiveBandwidth) {
+  for (size_t bytes : {size_t{1}, size_t{4}, size_t{4096}, size_t{1} << 20}) {
+    const double gbs = measure_memcpy_gbs(bytes, 10);
+    EXPECT_GT(gbs, 0.0) << bytes << " B";
+    EXPECT_TRUE(std::isfinite(gbs)) << bytes << " B";
+  }
+  EXPECT_EQ(measure_memcpy_gbs(0, 10), 0.0);
+}
+
+TEST(MemcpyProbe, FractionIsBusbwOverMemcpy) {
+  SizeResult size;
+  size.libraries = {{"libcoll", {}, 1.0, 3.0, "", {}}, {"mpi", {}, 1.0, 1.5, "", {}}};
+  EXPECT_FALSE(busbw_per_memcpy(size, 0)) << "no memcpy measured, no fraction";
+  size.memcpy_gbs = 6.0;
+  EXPECT_DOUBLE_EQ(busbw_per_memcpy(size, 0).value(), 0.5);
+  EXPECT_DOUBLE_EQ(busbw_per_memcpy(size, 1).value(), 0.25);
+  EXPECT_FALSE(busbw_per_memcpy(size, 2));
+  size.memcpy_gbs = 0.0;
+  EXPECT_FALSE(busbw_per_memcpy(size, 0)) << "no division by a zero memcpy";
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream file(path);
   std::stringstream text;
@@ -245,14 +292,41 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-std::vector<CollectiveResults> sample_results() {
+SizeResult sample_allreduce() {
   SizeResult size;
   size.bytes = 8;
   size.count = 2;
   size.iterations = 10;
   size.libraries = {{"libcoll", {2.5, 2.0, 3.0}, 0.0032, 0.0048, "ring", true},
                     {"mpi", {2.0, 1.5, 2.5}, 0.004, 0.006, "", true}};
-  return {{Collective::allreduce, {size}}};
+  size.memcpy_gbs = 0.96;  // libcoll's fraction 0.005, MPI's 0.00625
+  return size;
+}
+
+SizeResult sample_bcast() {
+  SizeResult size;
+  size.bytes = 16;
+  size.count = 4;
+  size.iterations = 10;
+  size.libraries = {{"libcoll", {1.5, 1.0, 2.0}, 0.0107, 0.0107, "binomial", true},
+                    {"mpi", {1.0, 0.5, 1.5}, 0.016, 0.016, "", true}};
+  return size;
+}
+
+// What coll_bench.cpp makes of a barrier: size 0, bandwidth 0, no
+// validation.
+SizeResult sample_barrier() {
+  SizeResult size;
+  size.iterations = 1000;
+  size.libraries = {{"libcoll", {1.25, 1.0, 1.5}, 0.0, 0.0, "", {}},
+                    {"mpi", {2.5, 2.0, 3.0}, 0.0, 0.0, "", {}}};
+  return size;
+}
+
+std::vector<CollectiveResults> sample_results() {
+  return {{Collective::allreduce, {sample_allreduce()}},
+          {Collective::bcast, {sample_bcast()}},
+          {Collective::barrier, {sample_barrier()}}};
 }
 
 RunInfo sample_info() {
@@ -268,15 +342,30 @@ RunInfo sample_info() {
 TEST(Report, CsvHasOneRecordPerLibrary) {
   const std::string path = testing::TempDir() + "bench_report.csv";
   write_csv(path, sample_info(), sample_results());
+  // memcpy_gbs for allreduce only; barrier has size 0 and no datatype,
+  // bandwidth or validation.
   EXPECT_EQ(read_file(path),
             "collective,library,np,datatype,op,root,size_bytes,count,"
-            "iterations,avg_us,min_us,max_us,algbw_gbs,busbw_gbs,algorithm,"
+            "iterations,avg_us,min_us,max_us,algbw_gbs,busbw_gbs,memcpy_gbs,algorithm,"
             "validation,transport,bootstrap\n"
-            "allreduce,libcoll,4,float,sum,,8,2,10,2.5,2,3,0.0032,0.0048,"
+            "allreduce,libcoll,4,float,sum,,8,2,10,2.5,2,3,0.0032,0.0048,0.96,"
             "ring,pass,shm,pmix\n"
-            "allreduce,mpi,4,float,sum,,8,2,10,2,1.5,2.5,0.004,0.006,,pass,,"
-            "\n");
+            "allreduce,mpi,4,float,sum,,8,2,10,2,1.5,2.5,0.004,0.006,0.96,,pass,,\n"
+            "bcast,libcoll,4,float,,0,16,4,10,1.5,1,2,0.0107,0.0107,,binomial,pass,shm,pmix\n"
+            "bcast,mpi,4,float,,0,16,4,10,1,0.5,1.5,0.016,0.016,,,pass,,\n"
+            "barrier,libcoll,4,,,,0,0,1000,1.25,1,1.5,,,,,,shm,pmix\n"
+            "barrier,mpi,4,,,,0,0,1000,2.5,2,3,,,,,,,\n");
   std::remove(path.c_str());
+}
+
+// The JSON object of the first record of `collective` and `library`.
+std::string json_record(const std::string& json, const std::string& collective,
+                        const std::string& library) {
+  const std::string opening =
+      "\"collective\": \"" + collective + "\",\n      \"library\": \"" + library + "\"";
+  const size_t start = json.find(opening);
+  if (start == std::string::npos) return "";
+  return json.substr(start, json.find('}', start) - start);
 }
 
 TEST(Report, JsonNamesTheRunAndUsesNullForMissing) {
@@ -288,7 +377,142 @@ TEST(Report, JsonNamesTheRunAndUsesNullForMissing) {
   EXPECT_NE(json.find("\"root\": null"), std::string::npos);
   EXPECT_NE(json.find("\"algorithm\": \"ring\""), std::string::npos);
   EXPECT_NE(json.find("\"avg_us\": 2.5"), std::string::npos);
+
+  const std::string allreduce = json_record(json, "allreduce", "mpi");
+  EXPECT_NE(allreduce.find("\"memcpy_gbs\": 0.96"), std::string::npos) << allreduce;
+  const std::string bcast = json_record(json, "bcast", "libcoll");
+  EXPECT_NE(bcast.find("\"memcpy_gbs\": null"), std::string::npos) << bcast;
+  EXPECT_NE(bcast.find("\"root\": 0"), std::string::npos) << bcast;
+  const std::string barrier = json_record(json, "barrier", "libcoll");
+  ASSERT_FALSE(barrier.empty()) << json;
+  for (const char* field : {"\"size_bytes\": 0", "\"memcpy_gbs\": null", "\"busbw_gbs\": null",
+                            "\"algbw_gbs\": null", "\"validation\": null", "\"datatype\": null",
+                            "\"root\": null", "\"op\": null", "\"avg_us\": 1.25"}) {
+    EXPECT_NE(barrier.find(field), std::string::npos) << field << " in " << barrier;
+  }
   std::remove(path.c_str());
+}
+
+// The table TablePrinter prints for one result: header and row.
+std::string table_text(const RunInfo& info, Collective collective,
+                       const std::vector<std::string>& libraries, const SizeResult& result) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::tmpfile(), std::fclose);
+  if (!file) {
+    ADD_FAILURE() << "tmpfile failed";
+    return "";
+  }
+  const TablePrinter table(file.get(), info, collective, libraries);
+  table.print_header();
+  table.print_row(result);
+  std::rewind(file.get());
+  std::string text;
+  char buffer[512];
+  size_t read;
+  while ((read = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) text.append(buffer, read);
+  return text;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(Table, AllreduceSideBySideShowsMemcpyAndFractions) {
+  const std::vector<std::string> lines = lines_of(
+      table_text(sample_info(), Collective::allreduce, {"libcoll", "mpi"}, sample_allreduce()));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "# libcoll vs Open MPI v4.1.4 Allreduce Latency Test");
+  for (const char* header :
+       {"# Size", "libcoll Avg(us)", "MPI Avg(us)", "libcoll/MPI", "libcoll Busbw(GB/s)",
+        "MPI Busbw(GB/s)", "Memcpy(GB/s)", "libcoll Busbw/Memcpy", "MPI Busbw/Memcpy"}) {
+    EXPECT_NE(lines[2].find(header), std::string::npos) << header << " in " << lines[2];
+  }
+  // Memcpy 0.96 GB/s, libcoll 0.0048 / 0.96, MPI 0.006 / 0.96, in the
+  // order of the headers.
+  const size_t memcpy_at = lines[3].find(" 0.96 ");
+  const size_t libcoll_at = lines[3].find(" 0.005 ");
+  const size_t mpi_at = lines[3].find(" 0.006 ");
+  ASSERT_NE(memcpy_at, std::string::npos) << lines[3];
+  ASSERT_NE(libcoll_at, std::string::npos) << lines[3];
+  ASSERT_NE(mpi_at, std::string::npos) << lines[3];
+  EXPECT_LT(memcpy_at, libcoll_at);
+  EXPECT_LT(libcoll_at, mpi_at);
+  EXPECT_NE(lines[3].find("Pass"), std::string::npos) << lines[3];
+}
+
+TEST(Table, AllreduceAloneNamesTheFractionByLibrary) {
+  RunInfo info = sample_info();
+  info.mpi_version.clear();
+  SizeResult result = sample_allreduce();
+  result.libraries.resize(1);
+  const std::vector<std::string> lines =
+      lines_of(table_text(info, Collective::allreduce, {"libcoll"}, result));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[2].find("Memcpy(GB/s)"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("libcoll Busbw/Memcpy"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[2].find("MPI"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find(" 0.005 "), std::string::npos) << lines[3];
+  // Without a measurement (never the case for allreduce): a dash, not 0.
+  result.memcpy_gbs.reset();
+  const std::vector<std::string> unmeasured =
+      lines_of(table_text(info, Collective::allreduce, {"libcoll"}, result));
+  ASSERT_EQ(unmeasured.size(), 4u);
+  EXPECT_NE(unmeasured[3].find(" - "), std::string::npos) << unmeasured[3];
+}
+
+TEST(Table, BcastHasNoMemcpyColumns) {
+  const std::vector<std::string> lines =
+      lines_of(table_text(sample_info(), Collective::bcast, {"libcoll", "mpi"}, sample_bcast()));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NE(lines[1].find("root 0"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("Busbw(GB/s)"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[2].find("Memcpy"), std::string::npos) << lines[2];
+}
+
+TEST(Table, BarrierIsOneRowWithoutSizeAsOsuBarrier) {
+  RunInfo info = sample_info();
+  info.full = true;
+  const std::vector<std::string> lines =
+      lines_of(table_text(info, Collective::barrier, {"libcoll", "mpi"}, sample_barrier()));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "# libcoll vs Open MPI v4.1.4 Barrier Latency Test");
+  // No datatype, operator or root: a barrier has none.
+  EXPECT_EQ(lines[1], "# np 4, transport shm, bootstrap pmix, 1 alternating rounds");
+  EXPECT_EQ(lines[2].rfind("# libcoll Avg(us)", 0), 0u) << lines[2];
+  for (const char* header : {"MPI Avg(us)", "libcoll/MPI", "libcoll Min(us)", "MPI Max(us)",
+                             "Iterations", "Algorithm"}) {
+    EXPECT_NE(lines[2].find(header), std::string::npos) << header << " in " << lines[2];
+  }
+  for (const char* absent : {"Size", "Busbw", "Algbw", "Memcpy", "Validation"}) {
+    EXPECT_EQ(lines[2].find(absent), std::string::npos) << absent << " in " << lines[2];
+  }
+  // libcoll 1.25, MPI 2.50, ratio 0.50, then min/max and 1000 iterations;
+  // the number sits right-aligned under its header.
+  std::istringstream row(lines[3]);
+  std::vector<std::string> fields;
+  for (std::string field; row >> field;) fields.push_back(field);
+  ASSERT_GE(fields.size(), 3u) << lines[3];
+  EXPECT_EQ(fields[0], "1.25");
+  EXPECT_EQ(fields[1], "2.50");
+  EXPECT_EQ(fields[2], "0.50");
+  EXPECT_NE(lines[3].find("1000"), std::string::npos) << lines[3];
+  const size_t first_header_end = lines[2].find("MPI Avg(us)");
+  EXPECT_LT(lines[3].find("1.25") + 4, first_header_end + 1) << lines[2] << "\n" << lines[3];
+}
+
+TEST(Table, BarrierAloneUsesOsusHeader) {
+  RunInfo info = sample_info();
+  info.mpi_version.clear();
+  SizeResult result = sample_barrier();
+  result.libraries.resize(1);
+  const std::vector<std::string> lines =
+      lines_of(table_text(info, Collective::barrier, {"libcoll"}, result));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "# libcoll Barrier Latency Test");
+  EXPECT_EQ(lines[2].rfind("# Avg Latency(us)", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[3].substr(0, 18), "              1.25") << lines[3];
 }
 
 TEST(Report, WritingToAMissingDirectoryThrows) {

@@ -1,5 +1,7 @@
 // coll_bench / coll_bench_mpi: OSU-style latency and bandwidth of libcoll's
-// allreduce and broadcast, alone or side by side with Open MPI (README.md).
+// allreduce and broadcast, and latency of its barrier, alone or side by side
+// with Open MPI (README.md).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -8,6 +10,7 @@
 #include "aligned_buffer.hpp"
 #include "datatypes.hpp"
 #include "measure.hpp"
+#include "memcpy_probe.hpp"
 #include "options.hpp"
 #include "report.hpp"
 #include "session.hpp"
@@ -45,7 +48,9 @@ std::optional<Options> options_or_usage(const Session& session, int argc, char**
       throw UsageError("-r: root " + std::to_string(options.workload.root) + " is not a rank of " +
                        std::to_string(ranks));
     }
-    if (message_sizes(options).empty()) {
+    const bool sized = std::any_of(options.collectives.begin(), options.collectives.end(),
+                                   [](Collective collective) { return has_message(collective); });
+    if (sized && message_sizes(options).empty()) {
       throw UsageError(std::string("-m: no size holds one element of ") +
                        datatype_name(options.workload.datatype));
     }
@@ -59,7 +64,8 @@ std::optional<Options> options_or_usage(const Session& session, int argc, char**
   }
 }
 
-// Measures every size of one collective, printing each row as it comes.
+// Measures every size of one collective (barrier: its one row), printing
+// each row as it comes.
 CollectiveResults measure_collective(const Session& session, const Options& options,
                                      const RunInfo& info, Collective collective,
                                      const AlignedBuffer& send, const AlignedBuffer& recv) {
@@ -67,14 +73,22 @@ CollectiveResults measure_collective(const Session& session, const Options& opti
   if (session.reporting()) table.print_header();
   CollectiveResults results{collective, {}};
   const size_t element = coll_datatype_size(options.workload.datatype);
-  for (size_t bytes : message_sizes(options)) {
+  const std::vector<size_t> sizes =
+      has_message(collective) ? message_sizes(options) : std::vector<size_t>{0};
+  for (size_t bytes : sizes) {
     SizeRun run{collective,
                 options.workload,
                 Message{send.data(), recv.data(), bytes / element},
                 iteration_plan(options, bytes),
                 info.rounds,
                 options.validate};
+    // Before the libraries run, so that their timings stay as they were.
+    std::optional<double> memcpy_gbs;
+    if (collective == Collective::allreduce) {
+      memcpy_gbs = shared_memcpy_gbs(session.reducer(), bytes, run.plan.iterations);
+    }
     SizeResult result = measure_size(session.runners(), session.reducer(), run);
+    result.memcpy_gbs = memcpy_gbs;
     if (session.reporting()) table.print_row(result);
     results.sizes.push_back(std::move(result));
   }

@@ -37,6 +37,9 @@ void CollRunner::run(Collective collective, const Workload& workload, const Mess
       check_coll(coll_bcast(message.send, message.count, workload.datatype, workload.root, comm_),
                  "coll_bcast", comm_);
       return;
+    case Collective::barrier:
+      check_coll(coll_barrier(comm_), "coll_barrier", comm_);
+      return;
   }
 }
 

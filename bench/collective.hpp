@@ -10,7 +10,8 @@
 
 namespace bench {
 
-enum class Collective { allreduce, bcast };
+// barrier is timed as osu_barrier times it: no message, no size sweep.
+enum class Collective { allreduce, bcast, barrier };
 
 // "allreduce": the name on the command line, in CSV/JSON and for
 // coll_comm_last_algorithm().
@@ -22,8 +23,11 @@ std::optional<Collective> parse_collective(std::string_view name);
 // Bus bandwidth = algorithm bandwidth x this factor, as nccl-tests defines it
 // (doc/PERFORMANCE.md): the fraction of the links' capacity the collective
 // uses, comparable across rank counts. Allreduce moves 2(n-1)/n of the
-// message through each rank, broadcast moves it once.
+// message through each rank, broadcast moves it once; barrier moves none (0).
 double bus_bandwidth_factor(Collective collective, int ranks);
+
+// False for barrier: no message, so no size sweep, bandwidth or validation.
+bool has_message(Collective collective);
 
 // Fixed for a whole run of the benchmark.
 struct Workload {
@@ -34,7 +38,7 @@ struct Workload {
 
 // One message size. Allreduce reduces send into recv; bcast broadcasts send
 // from the root (recv is unused), so one buffer is the whole message as in
-// osu_bcast.
+// osu_bcast. Barrier carries no message (count 0).
 struct Message {
   std::byte* send = nullptr;
   std::byte* recv = nullptr;

@@ -3,7 +3,9 @@
 # for every rank count, REPEATS times (the rank counts alternating within
 # each repeat, the libraries alternating within each run), and prints the
 # median latency ratio libcoll/MPI per collective and size as a markdown
-# table. Writes OUTDIR/raw/*.csv (every run), OUTDIR/summary.csv and
+# table, for allreduce also libcoll's bus bandwidth as a fraction of this
+# machine's memcpy (barrier rows too with -- -b allreduce,bcast,barrier).
+# Writes OUTDIR/raw/*.csv (every run), OUTDIR/summary.csv and
 # OUTDIR/summary.md; with --plot also OUTDIR/compare.png (bench/plot.sh).
 #
 #   bench/compare.sh [--build DIR] [--np "2 4"] [--repeats N] [--sizes MIN:MAX]
@@ -20,7 +22,7 @@ out=bench-results
 plot=0
 extra=()
 
-usage() { sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do
@@ -61,14 +63,22 @@ awk -f "$here/summarize.awk" "$out"/raw/*.csv |
   { IFS= read -r header; echo "$header"; sort -t, -k1,1 -k2,2n -k3,3n; } \
   > "$out/summary.csv"
 
-# The markdown table, to paste into a report.
+# The markdown table, to paste into a report. Columns of summary.csv: 1
+# collective, 2 np, 3 size_bytes, 4 runs, 5 libcoll_avg_us, 6 mpi_avg_us,
+# 7 ratio, 11 libcoll_busbw_memcpy (allreduce only). A barrier has no size.
 awk -F, '
   NR == 1 {
-    print "| collective | np | size (B) | libcoll (us) | Open MPI (us) | libcoll/MPI | runs |"
-    print "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    print "| collective | np | size (B) | libcoll (us) | Open MPI (us) | libcoll/MPI |" \
+          " libcoll busbw/memcpy | runs |"
+    print "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     next
   }
-  { printf "| %s | %s | %s | %.2f | %.2f | %.2f | %s |\n", $1, $2, $3, $5, $6, $7, $4 }
+  {
+    size = $1 == "barrier" ? "-" : $3
+    fraction = $11 == "" ? "" : sprintf("%.3f", $11)
+    printf "| %s | %s | %s | %.2f | %.2f | %.2f | %s | %s |\n", $1, $2, size, $5, $6, $7,
+           fraction, $4
+  }
 ' "$out/summary.csv" | tee "$out/summary.md"
 echo "compare.sh: wrote $out/summary.csv, $out/summary.md and $out/raw/" >&2
 

@@ -24,10 +24,26 @@ struct Contender {
   std::string algorithm;
 };
 
+// osu_barrier's loop: one barrier starts every rank together, then the
+// barriers are timed back to back (a barrier before each would be timed
+// against itself). Returns the seconds of all of them.
+double run_barriers(Contender& contender, const SizeRun& run, size_t iterations) {
+  if (iterations == 0) return 0;
+  contender.runner->barrier();
+  const auto start = Clock::now();
+  for (size_t i = 0; i < iterations; ++i) {
+    contender.runner->run(run.collective, run.workload, run.message);
+  }
+  const auto stop = Clock::now();
+  contender.algorithm = contender.runner->algorithm(run.collective);
+  return std::chrono::duration<double>(stop - start).count();
+}
+
 // OSU's loop: only the collective is inside the timer; the barrier before it
 // starts every rank together, and filling and checking the buffers stay
 // outside. Returns the seconds spent in the collectives.
 double run_iterations(Contender& contender, const SizeRun& run, size_t iterations) {
+  if (!has_message(run.collective)) return run_barriers(contender, run, iterations);
   double seconds = 0;
   for (size_t i = 0; i < iterations; ++i) {
     const size_t iteration = contender.next_iteration++;
@@ -48,6 +64,8 @@ double run_iterations(Contender& contender, const SizeRun& run, size_t iteration
   contender.algorithm = contender.runner->algorithm(run.collective);
   return seconds;
 }
+
+bool validates(const SizeRun& run) { return run.validate && has_message(run.collective); }
 
 // Iterations of round `round` when `total` are split over `rounds`.
 size_t round_share(size_t total, size_t rounds, size_t round) {
@@ -73,11 +91,18 @@ LibraryResult summarize(const Contender& contender, Runner& reducer, const SizeR
   result.busbw_gbs =
       result.algbw_gbs * bus_bandwidth_factor(run.collective, contender.runner->size());
   result.algorithm = contender.algorithm;
-  if (run.validate) result.valid = min[1] == 1.0;
+  if (validates(run)) result.valid = min[1] == 1.0;
   return result;
 }
 
 }  // namespace
+
+std::optional<double> busbw_per_memcpy(const SizeResult& result, size_t library) {
+  if (!result.memcpy_gbs || *result.memcpy_gbs <= 0 || library >= result.libraries.size()) {
+    return std::nullopt;
+  }
+  return result.libraries[library].busbw_gbs / *result.memcpy_gbs;
+}
 
 bool all_valid(const SizeResult& result) {
   return std::all_of(result.libraries.begin(), result.libraries.end(),
@@ -111,7 +136,7 @@ SizeResult measure_size(const std::vector<Runner*>& runners, Runner& reducer, co
   }
 
   const size_t bytes = run.message.count * coll_datatype_size(run.workload.datatype);
-  SizeResult result{bytes, run.message.count, run.plan.iterations, {}};
+  SizeResult result{bytes, run.message.count, run.plan.iterations, {}, std::nullopt};
   for (const Contender& contender : contenders) {
     result.libraries.push_back(summarize(contender, reducer, run, bytes));
   }

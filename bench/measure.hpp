@@ -1,6 +1,8 @@
 // Timing of one message size, as OSU times it: a barrier, then one timed
 // collective, repeated; each rank's average over its iterations, then the
-// average, minimum and maximum of those averages over the ranks.
+// average, minimum and maximum of those averages over the ranks. Barrier,
+// as osu_barrier: one barrier, then the iterations back to back under one
+// timer, whose average is the rank's.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +37,13 @@ struct SizeResult {
   size_t count = 0;
   size_t iterations = 0;                 // timed, per library
   std::vector<LibraryResult> libraries;  // in the order of the runners
+  // This machine's memcpy bandwidth at this size (memcpy_probe.hpp), GB/s;
+  // measured for allreduce only.
+  std::optional<double> memcpy_gbs;
 };
+
+// Bus bandwidth of `library` as a fraction of memcpy_gbs; none without it.
+std::optional<double> busbw_per_memcpy(const SizeResult& result, size_t library);
 
 // False when a library's result was wrong on some rank.
 bool all_valid(const SizeResult& result);
@@ -45,8 +53,8 @@ struct SizeRun {
   Workload workload;
   Message message;
   IterationPlan plan;
-  size_t rounds = 1;  // >1: the runners take turns, the first one changing
-  bool validate = false;
+  size_t rounds = 1;      // >1: the runners take turns, the first one changing
+  bool validate = false;  // ignored for barrier (nothing to check)
 };
 
 // Measures run on every runner and reduces the timings over the ranks with

@@ -72,6 +72,10 @@ MpiRunner::MpiRunner() {
 void MpiRunner::barrier() { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
 void MpiRunner::run(Collective collective, const Workload& workload, const Message& message) {
+  if (collective == Collective::barrier) {  // no message: its datatype is not looked up
+    barrier();
+    return;
+  }
   const int count = mpi_count(message.count);
   const MPI_Datatype datatype = checked_datatype(workload.datatype);
   switch (collective) {
@@ -84,6 +88,8 @@ void MpiRunner::run(Collective collective, const Workload& workload, const Messa
       check_mpi(MPI_Bcast(message.send, count, datatype, workload.root, MPI_COMM_WORLD),
                 "MPI_Bcast");
       return;
+    case Collective::barrier:
+      return;  // above
   }
 }
 

@@ -38,7 +38,7 @@ void parse_message_sizes(std::string_view text, Options& options) {
   }
 }
 
-// -b allreduce,bcast (in the order given, each once)
+// -b allreduce,bcast,barrier (in the order given, each once)
 std::vector<Collective> parse_collectives(std::string_view text) {
   std::vector<Collective> collectives;
   while (!text.empty()) {
@@ -46,7 +46,8 @@ std::vector<Collective> parse_collectives(std::string_view text) {
     const std::string_view name = text.substr(0, comma);
     const auto collective = parse_collective(name);
     if (!collective) {
-      throw UsageError("-b: unknown collective '" + std::string(name) + "' (allreduce, bcast)");
+      throw UsageError("-b: unknown collective '" + std::string(name) +
+                       "' (allreduce, bcast, barrier)");
     }
     if (std::find(collectives.begin(), collectives.end(), *collective) == collectives.end()) {
       collectives.push_back(*collective);
@@ -211,8 +212,8 @@ std::string usage(const char* program, bool side_by_side) {
       all_op_names() +
       " (default sum)\n"
       "  -r ROOT        bcast root (default 0)\n"
-      "  -b LIST        collectives, comma-separated: allreduce,bcast "
-      "(default both)\n"
+      "  -b LIST        collectives, comma-separated: allreduce, bcast, barrier "
+      "(default allreduce,bcast)\n"
       "  --csv FILE     also write the results as CSV\n"
       "  --json FILE    also write the results as JSON\n";
   if (side_by_side) {

@@ -17,9 +17,11 @@ command -v gnuplot > /dev/null || die "gnuplot not found (Debian: apt-get instal
 [[ $(head -1 "$summary") == collective,np,size_bytes,runs,libcoll_avg_us,mpi_avg_us,* ]] ||
   die "$summary is not a summary from bench/compare.sh"
 
-collectives=$(tail -n +2 "$summary" | cut -d, -f1 | sort -u | tr '\n' ' ')
+# A barrier has no size (its rows say 0) and no bandwidth: not plotted
+# against size; its medians are in the summary.
+collectives=$(tail -n +2 "$summary" | cut -d, -f1 | grep -vx barrier | sort -u | tr '\n' ' ' || true)
 rank_counts=$(tail -n +2 "$summary" | cut -d, -f2 | sort -nu | tr '\n' ' ')
-[[ -n $collectives ]] || die "$summary has no rows"
+[[ -n $collectives ]] || die "$summary has no rows with a message size to plot"
 rows=$(wc -w <<< "$collectives")
 terminal=pngcairo
 gnuplot -e 'set terminal pngcairo' 2> /dev/null || terminal=png
@@ -36,8 +38,8 @@ set xlabel "message size"
 collectives = "$collectives"
 rank_counts = "$rank_counts"
 # Columns of summary.csv: 1 collective, 2 np, 3 size_bytes, 5 libcoll_avg_us,
-# 6 mpi_avg_us, 8 libcoll_busbw_gbs, 9 mpi_busbw_gbs. Rows of other groups
-# become NaN and are not drawn.
+# 6 mpi_avg_us, 8 libcoll_busbw_gbs, 9 mpi_busbw_gbs (10 and after: memcpy,
+# not drawn). Rows of other groups become NaN and are not drawn.
 pick(c, np, value) = (strcol(1) eq c && \$2 == np) ? value : NaN
 set multiplot layout words(collectives), 2
 do for [c = 1:words(collectives)] {

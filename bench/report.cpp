@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <variant>
@@ -21,11 +22,17 @@ constexpr int kFieldWidth = 18;
 // spaces before it.
 constexpr int kAlgorithmWidth = 21;
 
-std::string fixed2(double value) {
+std::string fixed(double value, int decimals) {
   char text[64];
-  std::snprintf(text, sizeof text, "%.2f", value);
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
   return text;
 }
+
+std::string fixed2(double value) { return fixed(value, 2); }
+
+// Busbw/Memcpy: a fraction, mostly well below 1 at small sizes, where two
+// decimals would show 0.00.
+constexpr int kFractionDecimals = 3;
 
 const char* pass_fail(bool valid) { return valid ? "Pass" : "Fail"; }
 
@@ -48,6 +55,11 @@ std::vector<Record> flatten(const RunInfo& info, const std::vector<CollectiveRes
   std::vector<Record> records;
   for (const CollectiveResults& collective : results) {
     const bool allreduce = collective.collective == Collective::allreduce;
+    const bool bcast = collective.collective == Collective::bcast;
+    const bool sized = has_message(collective.collective);
+    const auto sized_number = [sized](double value) {
+      return sized ? Value(value) : Value(Null{});
+    };
     for (const SizeResult& size : collective.sizes) {
       for (const LibraryResult& library : size.libraries) {
         const bool libcoll = library.library == "libcoll";
@@ -55,17 +67,18 @@ std::vector<Record> flatten(const RunInfo& info, const std::vector<CollectiveRes
             {"collective", text(collective_name(collective.collective))},
             {"library", text(library.library)},
             {"np", integer(info.ranks)},
-            {"datatype", text(datatype_name(info.workload.datatype))},
+            {"datatype", optional_text(sized, datatype_name(info.workload.datatype))},
             {"op", optional_text(allreduce, op_name(info.workload.op))},
-            {"root", allreduce ? Value(Null{}) : integer(info.workload.root)},
+            {"root", bcast ? integer(info.workload.root) : Value(Null{})},
             {"size_bytes", integer(static_cast<long long>(size.bytes))},
             {"count", integer(static_cast<long long>(size.count))},
             {"iterations", integer(static_cast<long long>(size.iterations))},
             {"avg_us", Value(library.latency.avg_us)},
             {"min_us", Value(library.latency.min_us)},
             {"max_us", Value(library.latency.max_us)},
-            {"algbw_gbs", Value(library.algbw_gbs)},
-            {"busbw_gbs", Value(library.busbw_gbs)},
+            {"algbw_gbs", sized_number(library.algbw_gbs)},
+            {"busbw_gbs", sized_number(library.busbw_gbs)},
+            {"memcpy_gbs", size.memcpy_gbs ? Value(*size.memcpy_gbs) : Value(Null{})},
             {"algorithm", optional_text(!library.algorithm.empty(), library.algorithm)},
             {"validation", optional_text(library.valid.has_value(),
                                          library.valid && *library.valid ? "pass" : "fail")},
@@ -192,13 +205,28 @@ TablePrinter::TablePrinter(std::FILE* out, const RunInfo& info, Collective colle
     add_column("Iterations",
                [](const SizeResult& result) { return std::to_string(result.iterations); });
   }
-  if (alone) {
+  // A barrier moves no bytes: no bandwidth.
+  if (alone && has_message(collective)) {
     add_column("Algbw(GB/s)",
                [](const SizeResult& result) { return fixed2(result.libraries.at(0).algbw_gbs); });
   }
-  for (size_t i = 0; i < libraries.size(); ++i) {
+  for (size_t i = 0; has_message(collective) && i < libraries.size(); ++i) {
     add_column(label(i, "Busbw(GB/s)", "Busbw(GB/s)"),
                [i](const SizeResult& result) { return fixed2(result.libraries.at(i).busbw_gbs); });
+  }
+  // The bus bandwidth against this machine's memcpy at the same size
+  // (memcpy_probe.hpp). Named by library even alone: the fraction is the
+  // library's, the memcpy the machine's.
+  if (collective == Collective::allreduce) {
+    add_column("Memcpy(GB/s)", [](const SizeResult& result) {
+      return result.memcpy_gbs ? fixed2(*result.memcpy_gbs) : std::string("-");
+    });
+    for (size_t i = 0; i < libraries.size(); ++i) {
+      add_column(display_name(libraries[i]) + " Busbw/Memcpy", [i](const SizeResult& result) {
+        const std::optional<double> fraction = busbw_per_memcpy(result, i);
+        return fraction ? fixed(*fraction, kFractionDecimals) : std::string("-");
+      });
+    }
   }
   add_column(
       "Algorithm",
@@ -209,9 +237,13 @@ TablePrinter::TablePrinter(std::FILE* out, const RunInfo& info, Collective colle
         return std::string("-");
       },
       kAlgorithmWidth);
-  if (info.validate) {
+  if (info.validate && has_message(collective)) {  // a barrier has no result to check
     add_column("Validation",
                [](const SizeResult& result) { return std::string(pass_fail(all_valid(result))); });
+  }
+  if (!has_message(collective)) {  // room for the "# " that print_header puts before it
+    Column& first = columns_.front();
+    first.width = std::max(first.width, static_cast<int>(first.header.size()) + 3);
   }
 }
 
@@ -228,27 +260,42 @@ void TablePrinter::print_header() const {
   std::fprintf(out_, "# libcoll %s%s Latency Test\n",
                alone ? "" : ("vs " + info_.mpi_version + " ").c_str(),
                collective_title(collective_));
-  std::fprintf(out_, "# np %d, transport %s, bootstrap %s, datatype %s", info_.ranks,
-               info_.transport.c_str(), info_.bootstrap.c_str(),
-               datatype_name(info_.workload.datatype));
-  if (collective_ == Collective::allreduce) {
-    std::fprintf(out_, ", op %s", op_name(info_.workload.op));
-  } else {
-    std::fprintf(out_, ", root %d", info_.workload.root);
+  std::fprintf(out_, "# np %d, transport %s, bootstrap %s", info_.ranks, info_.transport.c_str(),
+               info_.bootstrap.c_str());
+  switch (collective_) {
+    case Collective::allreduce:
+      std::fprintf(out_, ", datatype %s, op %s", datatype_name(info_.workload.datatype),
+                   op_name(info_.workload.op));
+      break;
+    case Collective::bcast:
+      std::fprintf(out_, ", datatype %s, root %d", datatype_name(info_.workload.datatype),
+                   info_.workload.root);
+      break;
+    case Collective::barrier:
+      break;
   }
   if (!alone) {
     std::fprintf(out_, ", %zu alternating rounds", info_.rounds);
   }
-  std::fprintf(out_, "\n%-*s", kSizeWidth, "# Size");
-  for (const Column& column : columns_) {
-    std::fprintf(out_, "%*s", column.width, column.header.c_str());
+  std::fprintf(out_, "\n");
+  const bool sized = has_message(collective_);
+  if (sized) std::fprintf(out_, "%-*s", kSizeWidth, "# Size");
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    const Column& column = columns_[i];
+    if (!sized && i == 0) {
+      // osu_barrier's layout: no size column, the first header opens the
+      // line with "# " (left-aligned, its number right-aligned below it).
+      std::fprintf(out_, "%-*s", column.width, ("# " + column.header).c_str());
+    } else {
+      std::fprintf(out_, "%*s", column.width, column.header.c_str());
+    }
   }
   std::fprintf(out_, "\n");
   std::fflush(out_);
 }
 
 void TablePrinter::print_row(const SizeResult& result) const {
-  std::fprintf(out_, "%-*zu", kSizeWidth, result.bytes);
+  if (has_message(collective_)) std::fprintf(out_, "%-*zu", kSizeWidth, result.bytes);
   for (const Column& column : columns_) {
     std::fprintf(out_, "%*s", column.width, column.value(result).c_str());
   }

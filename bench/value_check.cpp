@@ -121,6 +121,8 @@ void ValueCheck::prepare(Collective collective, const Message& message, size_t i
           poison(message.send, message.count, workload_.datatype);
         }
         break;
+      case Collective::barrier:
+        break;  // no message
     }
   });
 }
@@ -135,6 +137,8 @@ bool ValueCheck::verify(Collective collective, const Message& message, size_t it
         // The root's buffer must come back unchanged too.
         return matches(message.send, message.count, input_pattern<T>(workload_.root, kPeriod),
                        iteration);
+      case Collective::barrier:
+        return true;  // no message
     }
     return false;
   });
