@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -66,6 +67,9 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
          WindowLayout::kMaxSlots);
   if (layout_.slot_bytes >= kDirectBit)
     fail(COLL_ERR_INTERNAL, "channel: slot of %zu bytes", layout_.slot_bytes);
+  line_peers_.resize(size_t(size_));
+  for (int p = 0; p < size_; ++p) line_peers_[size_t(p)] = transport_.line_writes(p);
+  staging_.resize(size_t(size_) * WindowLayout::kMaxLineMessage);
 }
 
 const volatile uint64_t* Channel::local_word(size_t offset) const {
@@ -130,17 +134,19 @@ void Channel::progress() {
 void Channel::post(int peer, uint64_t context, const void* src, size_t len,
                    const MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) {
   if (transport_.post_write(peer, context, src, len, const_cast<MemoryRegion*>(mr), flags,
-                            remote_addr, rkey) != 0) {
-    const int err = errno;
-    transport_.check_peer(peer);  // a peer that is gone is PEER_LOST, not a transport error
-    fail_errno(COLL_ERR_TRANSPORT, err,
-               "rank %d: %s post_write of %zu bytes to rank %d%s", rank_, transport_.name(), len,
-               peer,
-               err == EPERM ? " (zero-copy needs ptrace permission between ranks on shm: "
-                              "set COLL_ZCOPY_THRESHOLD=0 to turn it off)"
-                            : "");
-  }
+                            remote_addr, rkey) != 0)
+    post_failed(peer, len);
   if (flags & kWriteSignaled) ++outstanding_;
+}
+
+void Channel::post_failed(int peer, size_t len) {
+  const int err = errno;
+  transport_.check_peer(peer);  // a peer that is gone is PEER_LOST, not a transport error
+  fail_errno(COLL_ERR_TRANSPORT, err, "rank %d: %s write of %zu bytes to rank %d%s", rank_,
+             transport_.name(), len, peer,
+             err == EPERM ? " (zero-copy needs ptrace permission between ranks on shm: "
+                            "set COLL_ZCOPY_THRESHOLD=0 to turn it off)"
+                          : "");
 }
 
 // Small control words (flags, credits, expose records) are written from
@@ -202,6 +208,16 @@ void Channel::post_flag(int peer, size_t len_field) {
   sent_[size_t(peer)] = m + 1;
 }
 
+void Channel::length_mismatch(int peer, uint64_t got, uint64_t want) const {
+  fail(COLL_ERR_INVALID_ARG,
+       "rank %d received a %s message of %llu bytes from rank %d where it expected a %s one "
+       "of %llu: do all ranks pass the same count, datatype, op and root?",
+       rank_, got & kDirectBit ? "zero-copy" : "eager",
+       static_cast<unsigned long long>(got & ~kDirectBit), peer,
+       want & kDirectBit ? "zero-copy" : "eager",
+       static_cast<unsigned long long>(want & ~kDirectBit));
+}
+
 uint64_t Channel::wait_flag(int peer, size_t len_field) {
   const uint64_t m = received_[size_t(peer)];
   const int k = int(m % uint64_t(layout_.num_slots));
@@ -213,14 +229,37 @@ uint64_t Channel::wait_flag(int peer, size_t len_field) {
     return (flag >> 32) == want;
   });
   const uint64_t got = flag & 0xffffffffu;
-  if (got != len_field)
-    fail(COLL_ERR_INVALID_ARG,
-         "rank %d received a %s message of %llu bytes from rank %d where it expected a %s one "
-         "of %zu: do all ranks pass the same count, datatype, op and root?",
-         rank_, got & kDirectBit ? "zero-copy" : "eager",
-         static_cast<unsigned long long>(got & ~kDirectBit), peer,
-         len_field & kDirectBit ? "zero-copy" : "eager", size_t(len_field & ~kDirectBit));
+  if (got != len_field) length_mismatch(peer, got, len_field);
   return m;
+}
+
+// A line message: every line is polled on each pass, so that their cache
+// misses overlap; a line's payload is read only after its own flag.
+const void* Channel::wait_lines(int peer, size_t len) {
+  const uint64_t m = received_[size_t(peer)];
+  const int k = int(m % uint64_t(layout_.num_slots));
+  const char* base = window_ + layout_.ready(peer, k);
+  const size_t lines = len == 0 ? 1 : (len + WindowLayout::kInlineBytes - 1) /
+                                          WindowLayout::kInlineBytes;
+  const uint64_t expected = flag_value(m + 1, len);
+  const uint64_t want = (m + 1) & 0xffffffffu;
+  uint64_t first = 0;
+  wait_until(peer, "a message", [&] {
+    bool rest = true;
+    for (size_t j = 1; j < lines; ++j)
+      rest &= __atomic_load_n(reinterpret_cast<const uint64_t*>(base + j * 64),
+                              __ATOMIC_ACQUIRE) == expected;
+    first = __atomic_load_n(reinterpret_cast<const uint64_t*>(base), __ATOMIC_ACQUIRE);
+    // A first line of this sequence with another length is a mismatch:
+    // stop waiting and report it.
+    return (first >> 32) == want && (first != expected || rest);
+  });
+  if (first != expected) length_mismatch(peer, first & 0xffffffffu, len);
+  if (lines == 1) return base + 8;
+  char* out = staging_.data() + size_t(peer) * WindowLayout::kMaxLineMessage;
+  for (size_t j = 0, at = 0; j < lines; ++j, at += WindowLayout::kInlineBytes)
+    std::memcpy(out + at, base + j * 64 + 8, std::min(WindowLayout::kInlineBytes, len - at));
+  return out;
 }
 
 void Channel::send(int peer, const void* src, size_t len) {
@@ -228,6 +267,16 @@ void Channel::send(int peer, const void* src, size_t len) {
     fail(COLL_ERR_INTERNAL, "channel: message of %zu bytes exceeds the %zu byte slot", len,
          layout_.slot_bytes);
   wait_credit(peer);
+  if (line_message(peer, len)) {
+    const uint64_t m = sent_[size_t(peer)];
+    const int k = int(m % uint64_t(layout_.num_slots));
+    const RemoteRegion& w = peers_[size_t(peer)];
+    if (transport_.post_lines(peer, src, len, flag_value(m + 1, len),
+                              w.addr + layout_.ready(rank_, k), w.rkey) != 0)
+      post_failed(peer, len);
+    sent_[size_t(peer)] = m + 1;
+    return;
+  }
   if (len > 0) {
     const int k = int(sent_[size_t(peer)] % uint64_t(layout_.num_slots));
     const RemoteRegion& w = peers_[size_t(peer)];
@@ -239,6 +288,7 @@ void Channel::send(int peer, const void* src, size_t len) {
 }
 
 const void* Channel::recv(int peer, size_t len) {
+  if (line_message(peer, len)) return wait_lines(peer, len);
   const uint64_t m = wait_flag(peer, len);
   const int k = int(m % uint64_t(layout_.num_slots));
   return window_ + (len <= WindowLayout::kInlineBytes ? layout_.inline_data(peer, k)

@@ -5,22 +5,29 @@
 //
 // Every rank's window holds one box per partner. The box of partner q in
 // the window of rank p is written only by q:
-//   line[k]   one cache line per slot k: its 8-byte flag, (sequence << 32)
-//             | length, written by q after the data of its message (the
-//             transport's ordering promise makes the data visible first),
-//             then room for a message of up to kInlineBytes, which travels
-//             in the flag's own cache line (one miss at the reader, as
-//             NCCL's LL protocol keeps data and flag together);
+//   lines[k]  kLinesPerSlot cache lines per slot k. Line 0 starts with the
+//             8-byte flag of message k, (sequence << 32) | length, written
+//             after the message's data (the transport's ordering promise
+//             makes the data visible first). Small messages travel in the
+//             lines themselves: on transports with line writes (shm) a
+//             message of up to kMaxLineMessage bytes is cut into lines of an
+//             8-byte flag and 56 bytes of payload, each line's flag visible
+//             only after its payload, so the reader polls every line and
+//             fetches the whole message in one round of cache misses (the
+//             idea of NCCL's LL protocol); elsewhere up to kInlineBytes ride
+//             in line 0 behind the flag, and larger messages in the slot;
 //   credit    how many of p's messages to q that q has consumed: p may
 //             reuse one of its slots in q's window only after q said so;
 //   expose    {addr, length, rkey, sequence}: a user buffer of q that p may
 //             write into directly (zero-copy) during the current call;
 //   slot[k]   num_slots eager slots of slot_bytes each.
-// A message m from q to p lives in slot m % num_slots; p polls ready[k] for
-// sequence m+1. A zero-copy ("direct") message puts its data straight into
-// the exposed buffer and only its flag into the box. Sequences and credits
-// run for the life of the communicator, so collectives need no extra
-// synchronisation between them.
+// A message m from q to p lives in slot m % num_slots; p polls line 0 of
+// slot k for sequence m+1. A zero-copy ("direct") message puts its data
+// straight into the exposed buffer and only its flag into the box.
+// Sequences and credits run for the life of the communicator, so
+// collectives need no extra synchronisation between them. The flag
+// positions of the lines only ever hold flags, so stale data can never
+// pass for a flag.
 #pragma once
 
 #include <cstddef>
@@ -36,27 +43,27 @@ class RegistrationCache;
 struct WindowLayout {
   static constexpr int kMaxSlots = 16;
   static constexpr size_t kLineBytes = 64;
-  static constexpr size_t kInlineBytes = kLineBytes - 8;  // after the flag
-  static constexpr size_t kReadyOffset = 0;  // kMaxSlots lines: flag + inline data
-  static constexpr size_t kCreditOffset = kMaxSlots * kLineBytes;         // own line
-  static constexpr size_t kExposeOffset = kCreditOffset + kLineBytes;     // own line
-  static constexpr size_t kBoxHeaderBytes = kExposeOffset + kLineBytes;
+  static constexpr size_t kInlineBytes = kLineBytes - 8;  // payload after a line's flag
+  static constexpr size_t kLinesPerSlot = 16;
+  static constexpr size_t kMaxLineMessage = kLinesPerSlot * kInlineBytes;
 
   size_t slot_bytes = 0;
   int num_slots = 0;
   int nranks = 0;
 
-  size_t box_bytes() const { return kBoxHeaderBytes + slot_bytes * size_t(num_slots); }
+  size_t lines_bytes() const { return kLineBytes * kLinesPerSlot * size_t(num_slots); }
+  size_t header_bytes() const { return lines_bytes() + 2 * kLineBytes; }  // + credit, expose
+  size_t box_bytes() const { return header_bytes() + slot_bytes * size_t(num_slots); }
   size_t window_bytes() const { return box_bytes() * size_t(nranks); }
   size_t box(int partner) const { return box_bytes() * size_t(partner); }
   size_t ready(int partner, int slot) const {
-    return box(partner) + kReadyOffset + kLineBytes * size_t(slot);
+    return box(partner) + kLineBytes * kLinesPerSlot * size_t(slot);
   }
   size_t inline_data(int partner, int slot) const { return ready(partner, slot) + 8; }
-  size_t credit(int partner) const { return box(partner) + kCreditOffset; }
-  size_t expose(int partner) const { return box(partner) + kExposeOffset; }
+  size_t credit(int partner) const { return box(partner) + lines_bytes(); }
+  size_t expose(int partner) const { return credit(partner) + kLineBytes; }
   size_t slot(int partner, int k) const {
-    return box(partner) + kBoxHeaderBytes + slot_bytes * size_t(k);
+    return box(partner) + header_bytes() + slot_bytes * size_t(k);
   }
 };
 
@@ -132,6 +139,12 @@ class Channel {
   void post_data(int peer, const void* src, size_t len, uint64_t remote_addr, uint32_t rkey);
   void post_flag(int peer, size_t len_field);
   uint64_t wait_flag(int peer, size_t len_field);
+  const void* wait_lines(int peer, size_t len);
+  bool line_message(int peer, size_t len) const {
+    return len <= WindowLayout::kMaxLineMessage && line_peers_[size_t(peer)];
+  }
+  [[noreturn]] void length_mismatch(int peer, uint64_t got, uint64_t want) const;
+  [[noreturn]] void post_failed(int peer, size_t len);
   void wait_credit(int peer);
   const MemoryRegion* local_region(const void* src, size_t len) const;
   const MemoryRegion* pinned(const void* addr, size_t len) const;  // nullptr: not in this call
@@ -153,6 +166,8 @@ class Channel {
   std::vector<uint64_t> exposed_to_;     // buffers exposed to each peer
   std::vector<uint64_t> exposures_seen_;  // buffers each peer exposed to us
   std::vector<const MemoryRegion*> pins_;  // this call's registrations
+  std::vector<char> line_peers_;         // transport_.line_writes(peer)
+  std::vector<char> staging_;            // a received line message, contiguous, per peer
   uint64_t outstanding_ = 0;             // signaled writes not yet completed
   bool slot_sources_in_flight_ = false;  // a write from one of our slots may not be done
 };

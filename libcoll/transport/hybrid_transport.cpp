@@ -55,6 +55,20 @@ class HybridTransport final : public Transport {
     return path(peer).post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
   }
 
+  // Line messages go over shared memory only: tcp applies a frame as its
+  // bytes arrive, so it cannot keep a line's flag behind its payload.
+  bool line_writes(int peer) const override {
+    return peer >= 0 && peer < size_ && same_host_[size_t(peer)];
+  }
+  int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,
+                 uint32_t rkey) override {
+    if (!line_writes(peer)) {
+      errno = EINVAL;
+      return -1;
+    }
+    return shm_.transport->post_lines(peer, src, len, flag, remote_addr, rkey);
+  }
+
   int poll(Completion* out, int max) override {
     int n = shm_.transport->poll(out, max);
     // Always: the tcp half applies incoming writes here, even when the shm

@@ -25,6 +25,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -190,6 +191,36 @@ class ShmTransport final : public Transport {
         return -1;
     }
     if (flags & kWriteSignaled) completions_.push_back({context, peer, 0});
+    return 0;
+  }
+
+  // Every line: its payload, then its flag with a release store (x86 keeps
+  // stores in order anyway; the release keeps the compiler from reordering
+  // them and makes it hold on weaker CPUs).
+  bool line_writes(int /*peer*/) const override { return true; }
+  int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,
+                 uint32_t rkey) override {
+    constexpr size_t kLine = 64, kPayload = kLine - 8;
+    const size_t lines = len == 0 ? 1 : (len + kPayload - 1) / kPayload;
+    if (peer < 0 || peer >= size_ || !peers_[peer].data() || (remote_addr % kLine) != 0) {
+      errno = EINVAL;
+      return -1;
+    }
+    const Mapping& target = peers_[peer];
+    SegmentHeader* h = target.header();
+    RegionGrant region;
+    if (check_region(h->regions, rkey, remote_addr, lines * kLine, &region) != RegionCheck::kOk ||
+        region.kind != kRegionInSegment) {
+      errno = EACCES;
+      return -1;
+    }
+    char* dst = target.data() + (remote_addr - h->base);
+    const char* from = static_cast<const char*>(src);
+    for (size_t j = 0; j < lines; ++j, dst += kLine) {
+      const size_t at = j * kPayload;
+      if (at < len) std::memcpy(dst + 8, from + at, std::min(kPayload, len - at));
+      __atomic_store_n(reinterpret_cast<uint64_t*>(dst), flag, __ATOMIC_RELEASE);
+    }
     return 0;
   }
 

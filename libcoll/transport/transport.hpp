@@ -17,6 +17,7 @@
 //    poll() and makes the transport "failed": every later call reports it.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -82,6 +83,20 @@ class Transport {
                          size_t length, MemoryRegion* mr, int flags,
                          uint64_t remote_addr, uint32_t rkey) = 0;
 
+  // Line messages (the idea of NCCL's LL protocol): writes the len bytes of
+  // src as ceil(len / 56) 64-byte lines at remote_addr (64-byte aligned);
+  // line j is the 8-byte `flag`, then bytes [56j, 56j + 56) of src. Each
+  // line's flag becomes visible after that line's payload (in any order
+  // across lines), so a reader that polls every line's flag needs no
+  // separate flag after the data, and fetches the message in one round of
+  // cache misses instead of two. Unsignaled; the source may be reused at
+  // return. Called only for peers with line_writes(peer).
+  virtual bool line_writes(int /*peer*/) const { return false; }
+  virtual int post_lines(int /*peer*/, const void* /*src*/, size_t /*len*/, uint64_t /*flag*/,
+                         uint64_t /*remote_addr*/, uint32_t /*rkey*/) {
+    errno = ENOTSUP;
+    return -1;
+  }
   // Fills up to max completions of signaled writes and error completions;
   // never blocks. Also drives the backend's progress (a TCP backend applies
   // incoming writes here), so waiters call it while they spin.
