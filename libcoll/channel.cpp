@@ -210,11 +210,11 @@ void Channel::post_flag(int peer, size_t len_field) {
 
 void Channel::length_mismatch(int peer, uint64_t got, uint64_t want) const {
   fail(COLL_ERR_INVALID_ARG,
-       "rank %d received a %s message of %llu bytes from rank %d where it expected a %s one "
+       "rank %d received %s message of %llu bytes from rank %d where it expected %s one "
        "of %llu: do all ranks pass the same count, datatype, op and root?",
-       rank_, got & kDirectBit ? "zero-copy" : "eager",
+       rank_, got & kDirectBit ? "a zero-copy" : "an eager",
        static_cast<unsigned long long>(got & ~kDirectBit), peer,
-       want & kDirectBit ? "zero-copy" : "eager",
+       want & kDirectBit ? "a zero-copy" : "an eager",
        static_cast<unsigned long long>(want & ~kDirectBit));
 }
 

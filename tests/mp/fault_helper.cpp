@@ -11,6 +11,9 @@
 //                 COLL_ERR_PEER_LOST (or be killed by collrun).
 //   mismatch      rank 0 passes count 10, the others 20: every rank must get
 //                 an error, or success with correct data; never a crash.
+//                 On shm both are line messages (flags in every line).
+//   mismatch-slot the same with 10 against 1000 (40 B in lines against
+//                 4000 B through a slot).
 #include <coll/coll.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -133,8 +136,8 @@ int kill_rank() {
   return 1;
 }
 
-int mismatch() {
-  const size_t count = g_rank == 0 ? 10 : 20;
+int mismatch(size_t others) {
+  const size_t count = g_rank == 0 ? 10 : others;
   std::vector<int32_t> send(count, g_rank + 1);
   std::vector<int32_t> recv(count, -1);
   const int status =
@@ -161,7 +164,7 @@ int mismatch() {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s silent-rank|kill-rank|mismatch\n", argv[0]);
+    std::fprintf(stderr, "usage: %s silent-rank|kill-rank|mismatch|mismatch-slot\n", argv[0]);
     return 64;
   }
   const std::string mode = argv[1];
@@ -186,7 +189,9 @@ int main(int argc, char** argv) {
   else if (mode == "kill-rank")
     result = kill_rank();
   else if (mode == "mismatch")
-    result = mismatch();
+    result = mismatch(20);
+  else if (mode == "mismatch-slot")
+    result = mismatch(1000);
   else
     std::fprintf(stderr, "fault-helper: unknown mode %s\n", mode.c_str());
 

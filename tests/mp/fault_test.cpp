@@ -237,8 +237,7 @@ TEST_F(Fault, KilledRankEndsTheJob) {
   expect_shm_clean(job);
 }
 
-TEST_F(Fault, MismatchedCountsEndInAnErrorNotACrash) {
-  const JobResult job = run(3, {"COLL_TIMEOUT=3"}, "mismatch");
+void expect_mismatch_noticed(const JobResult& job) {
   EXPECT_TRUE(job.exited && job.exit_status == 0)
       << "exit " << job.exit_status << " signal " << job.signal
       << ": a rank crashed, got wrong data, or an unexpected status";
@@ -247,6 +246,20 @@ TEST_F(Fault, MismatchedCountsEndInAnErrorNotACrash) {
   const int succeeded = count_lines_containing(job.output, {"mismatched allreduce status=0 "});
   EXPECT_GE(answered, 1);
   EXPECT_GE(answered - succeeded, 1) << "no rank noticed the mismatch";
+}
+
+TEST_F(Fault, MismatchedCountsEndInAnErrorNotACrash) {
+  const JobResult job = run(3, {"COLL_TIMEOUT=3"}, "mismatch");
+  expect_mismatch_noticed(job);
+  expect_shm_clean(job);
+}
+
+// One rank's message fits in cache lines, the others' goes through a slot.
+TEST_F(Fault, MismatchedLineAndSlotMessagesEndInAnError) {
+  const JobResult job = run(3, {"COLL_TIMEOUT=3"}, "mismatch-slot");
+  expect_mismatch_noticed(job);
+  EXPECT_GE(count_lines_containing(job.output, {"where it expected"}), 1)
+      << "no rank named the lengths:\n" << job.output;
   expect_shm_clean(job);
 }
 
