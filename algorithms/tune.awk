@@ -1,16 +1,7 @@
 # Part of algorithms/tune.sh: reads the coll_bench CSVs of a sweep, named
 # <collective>-np<N>-<algorithm or auto>-round<R>.csv, writes the tuning
 # table to the file `table` and prints the median latencies as markdown.
-# POSIX awk (mawk or gawk).
-
-function median(values, n,    i, j, x) {
-  for (i = 2; i <= n; i++) {  # insertion sort: n is the number of rounds
-    x = values[i]
-    for (j = i - 1; j >= 1 && values[j] > x; j--) values[j + 1] = values[j]
-    values[j + 1] = x
-  }
-  return n % 2 ? values[(n + 1) / 2] : (values[n / 2] + values[n / 2 + 1]) / 2
-}
+# POSIX awk (mawk or gawk), after bench/median.awk (median, sort_numbers).
 
 function add_once(list, item) {
   return index(" " list " ", " " item " ") ? list : (list == "" ? item : list " " item)
@@ -71,11 +62,7 @@ END {
       np = nlist[p]
       ns = split(sizes[coll, np], slist, " ")
       # Ascending sizes (they come in order from one run, but be sure).
-      for (i = 2; i <= ns; i++) {
-        x = slist[i]
-        for (j = i - 1; j >= 1 && slist[j] + 0 > x + 0; j--) slist[j + 1] = slist[j]
-        slist[j + 1] = x
-      }
+      sort_numbers(slist, ns)
       current = ""
       for (s = 1; s <= ns; s++) {
         size = slist[s]

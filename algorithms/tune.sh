@@ -90,5 +90,6 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 
-awk -v keep="$keep" -v table="$out" -f "$here/tune.awk" "$raw"/*.csv
+awk -v keep="$keep" -v table="$out" -f "$here/../bench/median.awk" -f "$here/tune.awk" \
+  "$raw"/*.csv
 echo "tune.sh: wrote $out" >&2

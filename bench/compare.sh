@@ -59,7 +59,7 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
   done
 done
 
-awk -f "$here/summarize.awk" "$out"/raw/*.csv |
+awk -f "$here/median.awk" -f "$here/summarize.awk" "$out"/raw/*.csv |
   { IFS= read -r header; echo "$header"; sort -t, -k1,1 -k2,2n -k3,3n; } \
   > "$out/summary.csv"
 

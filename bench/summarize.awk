@@ -6,16 +6,8 @@
 # bandwidth / memcpy fraction (allreduce). Columns are found by name, so the
 # order of coll_bench's CSV columns does not matter; a field that a run left
 # empty (barrier's bandwidth, bcast's memcpy) stays empty in the summary.
-# POSIX awk (mawk or gawk).
-
-function median(values, n,    i, j, x) {
-  for (i = 2; i <= n; i++) {  # insertion sort: n is the number of runs
-    x = values[i]
-    for (j = i - 1; j >= 1 && values[j] > x; j--) values[j + 1] = values[j]
-    values[j + 1] = x
-  }
-  return n % 2 ? values[(n + 1) / 2] : (values[n / 2] + values[n / 2 + 1]) / 2
-}
+# POSIX awk (mawk or gawk), after median.awk:
+#   awk -f bench/median.awk -f bench/summarize.awk RUN.csv...
 
 # Records value as the next sample of field for key, unless it is empty.
 function add(field, key, value) {
