@@ -41,27 +41,27 @@ rank_counts = "$rank_counts"
 # 6 mpi_avg_us, 8 libcoll_busbw_gbs, 9 mpi_busbw_gbs (10 and after: memcpy,
 # not drawn). Rows of other groups become NaN and are not drawn.
 pick(c, np, value) = (strcol(1) eq c && \$2 == np) ? value : NaN
+# One panel's curves (plot @both): columns libcoll and mpi of the collective
+# name against size, libcoll solid and Open MPI dashed, a colour per rank count.
+both = 'for [n = 1:words(rank_counts)] "$summary" skip 1 \
+          using 3:(pick(name, word(rank_counts, n) + 0, column(libcoll))) \
+          with linespoints lt n dt 1 pt 7 title "libcoll np ".word(rank_counts, n), \
+        for [n = 1:words(rank_counts)] "$summary" skip 1 \
+          using 3:(pick(name, word(rank_counts, n) + 0, column(mpi))) \
+          with linespoints lt n dt 2 pt 6 title "Open MPI np ".word(rank_counts, n)'
 set multiplot layout words(collectives), 2
 do for [c = 1:words(collectives)] {
   name = word(collectives, c)
   set title name . ": latency (lower is better)"
   set ylabel "latency (us)"
   set logscale y
-  plot for [n = 1:words(rank_counts)] "$summary" skip 1 \
-         using 3:(pick(name, word(rank_counts, n) + 0, \$5)) \
-         with linespoints lt n dt 1 pt 7 title "libcoll np ".word(rank_counts, n), \
-       for [n = 1:words(rank_counts)] "$summary" skip 1 \
-         using 3:(pick(name, word(rank_counts, n) + 0, \$6)) \
-         with linespoints lt n dt 2 pt 6 title "Open MPI np ".word(rank_counts, n)
+  libcoll = 5; mpi = 6
+  plot @both
   set title name . ": bus bandwidth (higher is better)"
   set ylabel "bus bandwidth (GB/s)"
   unset logscale y
-  plot for [n = 1:words(rank_counts)] "$summary" skip 1 \
-         using 3:(pick(name, word(rank_counts, n) + 0, \$8)) \
-         with linespoints lt n dt 1 pt 7 title "libcoll np ".word(rank_counts, n), \
-       for [n = 1:words(rank_counts)] "$summary" skip 1 \
-         using 3:(pick(name, word(rank_counts, n) + 0, \$9)) \
-         with linespoints lt n dt 2 pt 6 title "Open MPI np ".word(rank_counts, n)
+  libcoll = 8; mpi = 9
+  plot @both
 }
 unset multiplot
 GNUPLOT
