@@ -4,36 +4,23 @@
 
 namespace bench {
 
-struct Session::State {
-  State(int* argc, char*** argv) : library(argc, argv) {}
+struct Session::Libraries {
+  Libraries(int* argc, char*** argv) : library(argc, argv) {}
 
   CollLibrary library;
   CollRunner coll{coll_comm_world()};
-  std::vector<Runner*> runners{&coll};
-  std::string problem;
 };
 
-Session::Session(int* argc, char*** argv) : state_(std::make_unique<State>(argc, argv)) {}
+Session::Session(int* argc, char*** argv) : libraries_(std::make_unique<Libraries>(argc, argv)) {
+  CollRunner& coll = libraries_->coll;
+  runners_ = {&coll};
+  reporting_ = coll.rank() == 0;
+  info_.ranks = coll.size();
+  info_.transport = coll.transport();
+  info_.bootstrap = coll.bootstrap();
+}
 
 Session::~Session() = default;
-
-bool Session::side_by_side() const { return false; }
-
-const std::string& Session::startup_problem() const { return state_->problem; }
-
-bool Session::reporting() const { return state_->coll.rank() == 0; }
-
-const std::vector<Runner*>& Session::runners() const { return state_->runners; }
-
-Runner& Session::reducer() const { return state_->coll; }
-
-RunInfo Session::run_info() const {
-  RunInfo info;
-  info.ranks = state_->coll.size();
-  info.transport = state_->coll.transport();
-  info.bootstrap = state_->coll.bootstrap();
-  return info;
-}
 
 void Session::end_job_after_error(int) const {}
 

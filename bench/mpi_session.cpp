@@ -22,43 +22,32 @@ std::string size_mismatch(const MpiRunner& mpi, const CollRunner& coll) {
 
 }  // namespace
 
-struct Session::State {
+struct Session::Libraries {
   // MPI first, as a host application would: libcoll's PMIx client then
   // joins the PMIx session that MPI_Init opened.
-  State(int* argc, char*** argv) : mpi_library(argc, argv), coll_library(argc, argv) {}
+  Libraries(int* argc, char*** argv) : mpi_library(argc, argv), coll_library(argc, argv) {}
 
   MpiLibrary mpi_library;
   CollLibrary coll_library;  // finalized before MPI (reverse order)
   MpiRunner mpi;
   CollRunner coll{coll_comm_world()};
-  std::vector<Runner*> runners{&coll, &mpi};
-  std::string problem = size_mismatch(mpi, coll);
 };
 
-Session::Session(int* argc, char*** argv) : state_(std::make_unique<State>(argc, argv)) {}
+Session::Session(int* argc, char*** argv) : libraries_(std::make_unique<Libraries>(argc, argv)) {
+  CollRunner& coll = libraries_->coll;
+  MpiRunner& mpi = libraries_->mpi;
+  runners_ = {&coll, &mpi};
+  // MPI's rank 0: when libcoll fell back to singletons every process is its
+  // rank 0.
+  reporting_ = mpi.rank() == 0;
+  problem_ = size_mismatch(mpi, coll);
+  info_.ranks = coll.size();
+  info_.transport = coll.transport();
+  info_.bootstrap = coll.bootstrap();
+  info_.mpi_version = MpiLibrary::version();
+}
 
 Session::~Session() = default;
-
-bool Session::side_by_side() const { return true; }
-
-const std::string& Session::startup_problem() const { return state_->problem; }
-
-// MPI's rank 0: when libcoll fell back to singletons every process is its
-// rank 0.
-bool Session::reporting() const { return state_->mpi.rank() == 0; }
-
-const std::vector<Runner*>& Session::runners() const { return state_->runners; }
-
-Runner& Session::reducer() const { return state_->coll; }
-
-RunInfo Session::run_info() const {
-  RunInfo info;
-  info.ranks = state_->coll.size();
-  info.transport = state_->coll.transport();
-  info.bootstrap = state_->coll.bootstrap();
-  info.mpi_version = MpiLibrary::version();
-  return info;
-}
 
 void Session::end_job_after_error(int code) const { MpiLibrary::abort_job(code); }
 

@@ -16,25 +16,26 @@ namespace bench {
 
 class Session {
  public:
-  // Throws LibraryError when a library does not start.
+  // Starts the libraries (defined by the program's session file). Throws
+  // LibraryError when a library does not start.
   Session(int* argc, char*** argv);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   // True when another library runs beside libcoll.
-  bool side_by_side() const;
+  bool side_by_side() const { return runners_.size() > 1; }
   // Non-empty when the libraries cannot be measured together; every rank
   // sees the same problem, so every rank can stop without a hang.
-  const std::string& startup_problem() const;
+  const std::string& startup_problem() const { return problem_; }
   // This process prints the tables and writes the files.
-  bool reporting() const;
+  bool reporting() const { return reporting_; }
   // libcoll first.
-  const std::vector<Runner*>& runners() const;
-  // Reduces the timings over the ranks.
-  Runner& reducer() const;
+  const std::vector<Runner*>& runners() const { return runners_; }
+  // Reduces the timings over the ranks: libcoll.
+  Runner& reducer() const { return *runners_.front(); }
   // ranks, transport, bootstrap and the other library's version.
-  RunInfo run_info() const;
+  const RunInfo& run_info() const { return info_; }
   // After a fatal error on this rank. Under MPI it ends the whole job
   // (MPI_Abort): the peers would otherwise wait in an MPI collective
   // forever. With libcoll alone it returns: the peers' waits end with
@@ -42,8 +43,14 @@ class Session {
   void end_job_after_error(int code) const;
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  // The libraries and their runners; set up by the constructor with the
+  // members below.
+  struct Libraries;
+  std::unique_ptr<Libraries> libraries_;
+  std::vector<Runner*> runners_;
+  bool reporting_ = false;
+  std::string problem_;
+  RunInfo info_;
 };
 
 }  // namespace bench
