@@ -34,9 +34,7 @@ double run_barriers(Contender& contender, const SizeRun& run, size_t iterations)
   for (size_t i = 0; i < iterations; ++i) {
     contender.runner->run(run.collective, run.workload, run.message);
   }
-  const auto stop = Clock::now();
-  contender.algorithm = contender.runner->algorithm(run.collective);
-  return std::chrono::duration<double>(stop - start).count();
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // OSU's loop: only the collective is inside the timer; the barrier before it
@@ -59,9 +57,6 @@ double run_iterations(Contender& contender, const SizeRun& run, size_t iteration
       contender.valid = false;
     }
   }
-  // Read before anything else runs: the reduction of the timings is itself
-  // an allreduce.
-  contender.algorithm = contender.runner->algorithm(run.collective);
   return seconds;
 }
 
@@ -135,6 +130,11 @@ SizeResult measure_size(const std::vector<Runner*>& runners, Runner& reducer, co
     }
   }
 
+  // Read before the timings are reduced: that reduction is itself an
+  // allreduce.
+  for (Contender& contender : contenders) {
+    contender.algorithm = contender.runner->algorithm(run.collective);
+  }
   const size_t bytes = run.message.count * coll_datatype_size(run.workload.datatype);
   SizeResult result{bytes, run.message.count, run.plan.iterations, {}, std::nullopt};
   for (const Contender& contender : contenders) {
