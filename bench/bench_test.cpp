@@ -26,7 +26,7 @@
 namespace bench {
 namespace {
 
-Options parse(std::initializer_list<const char*> arguments, bool side_by_side = false) {
+Options parse(const std::vector<const char*>& arguments, bool side_by_side = false) {
   std::vector<std::string> storage = {"coll_bench"};
   storage.insert(storage.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;
@@ -110,13 +110,7 @@ TEST(Options, RejectsBadInput) {
                                                               {"-z"},
                                                               {"-m"},
                                                               {"stray"}}) {
-    std::vector<std::string> storage = {"coll_bench"};
-    storage.insert(storage.end(), arguments.begin(), arguments.end());
-    std::vector<char*> argv;
-    for (std::string& argument : storage) argv.push_back(argument.data());
-    argv.push_back(nullptr);
-    EXPECT_THROW(parse_options(static_cast<int>(storage.size()), argv.data(), false), UsageError)
-        << storage.back();
+    EXPECT_THROW(parse(arguments), UsageError) << arguments.back();
   }
 }
 
@@ -393,13 +387,14 @@ TEST(Report, JsonNamesTheRunAndUsesNullForMissing) {
   std::remove(path.c_str());
 }
 
-// The table TablePrinter prints for one result: header and row.
-std::string table_text(const RunInfo& info, Collective collective,
-                       const std::vector<std::string>& libraries, const SizeResult& result) {
+// The lines of the table TablePrinter prints for one result: header and row.
+std::vector<std::string> table_lines(const RunInfo& info, Collective collective,
+                                     const std::vector<std::string>& libraries,
+                                     const SizeResult& result) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::tmpfile(), std::fclose);
   if (!file) {
     ADD_FAILURE() << "tmpfile failed";
-    return "";
+    return {};
   }
   const TablePrinter table(file.get(), info, collective, libraries);
   table.print_header();
@@ -409,19 +404,24 @@ std::string table_text(const RunInfo& info, Collective collective,
   char buffer[512];
   size_t read;
   while ((read = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) text.append(buffer, read);
-  return text;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream stream(text);
   for (std::string line; std::getline(stream, line);) lines.push_back(line);
   return lines;
 }
 
+// The table of coll_bench, libcoll alone: no MPI version, only libcoll's
+// result.
+std::vector<std::string> alone_table_lines(Collective collective, SizeResult result) {
+  RunInfo info = sample_info();
+  info.mpi_version.clear();
+  result.libraries.resize(1);
+  return table_lines(info, collective, {"libcoll"}, result);
+}
+
 TEST(Table, AllreduceSideBySideShowsMemcpyAndFractions) {
-  const std::vector<std::string> lines = lines_of(
-      table_text(sample_info(), Collective::allreduce, {"libcoll", "mpi"}, sample_allreduce()));
+  const std::vector<std::string> lines =
+      table_lines(sample_info(), Collective::allreduce, {"libcoll", "mpi"}, sample_allreduce());
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], "# libcoll vs Open MPI v4.1.4 Allreduce Latency Test");
   for (const char* header :
@@ -443,12 +443,8 @@ TEST(Table, AllreduceSideBySideShowsMemcpyAndFractions) {
 }
 
 TEST(Table, AllreduceAloneNamesTheFractionByLibrary) {
-  RunInfo info = sample_info();
-  info.mpi_version.clear();
   SizeResult result = sample_allreduce();
-  result.libraries.resize(1);
-  const std::vector<std::string> lines =
-      lines_of(table_text(info, Collective::allreduce, {"libcoll"}, result));
+  const std::vector<std::string> lines = alone_table_lines(Collective::allreduce, result);
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_NE(lines[2].find("Memcpy(GB/s)"), std::string::npos) << lines[2];
   EXPECT_NE(lines[2].find("libcoll Busbw/Memcpy"), std::string::npos) << lines[2];
@@ -456,15 +452,14 @@ TEST(Table, AllreduceAloneNamesTheFractionByLibrary) {
   EXPECT_NE(lines[3].find(" 0.005 "), std::string::npos) << lines[3];
   // Without a measurement (never the case for allreduce): a dash, not 0.
   result.memcpy_gbs.reset();
-  const std::vector<std::string> unmeasured =
-      lines_of(table_text(info, Collective::allreduce, {"libcoll"}, result));
+  const std::vector<std::string> unmeasured = alone_table_lines(Collective::allreduce, result);
   ASSERT_EQ(unmeasured.size(), 4u);
   EXPECT_NE(unmeasured[3].find(" - "), std::string::npos) << unmeasured[3];
 }
 
 TEST(Table, BcastHasNoMemcpyColumns) {
   const std::vector<std::string> lines =
-      lines_of(table_text(sample_info(), Collective::bcast, {"libcoll", "mpi"}, sample_bcast()));
+      table_lines(sample_info(), Collective::bcast, {"libcoll", "mpi"}, sample_bcast());
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_NE(lines[1].find("root 0"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("Busbw(GB/s)"), std::string::npos) << lines[2];
@@ -475,7 +470,7 @@ TEST(Table, BarrierIsOneRowWithoutSizeAsOsuBarrier) {
   RunInfo info = sample_info();
   info.full = true;
   const std::vector<std::string> lines =
-      lines_of(table_text(info, Collective::barrier, {"libcoll", "mpi"}, sample_barrier()));
+      table_lines(info, Collective::barrier, {"libcoll", "mpi"}, sample_barrier());
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], "# libcoll vs Open MPI v4.1.4 Barrier Latency Test");
   // No datatype, operator or root: a barrier has none.
@@ -503,12 +498,7 @@ TEST(Table, BarrierIsOneRowWithoutSizeAsOsuBarrier) {
 }
 
 TEST(Table, BarrierAloneUsesOsusHeader) {
-  RunInfo info = sample_info();
-  info.mpi_version.clear();
-  SizeResult result = sample_barrier();
-  result.libraries.resize(1);
-  const std::vector<std::string> lines =
-      lines_of(table_text(info, Collective::barrier, {"libcoll"}, result));
+  const std::vector<std::string> lines = alone_table_lines(Collective::barrier, sample_barrier());
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], "# libcoll Barrier Latency Test");
   EXPECT_EQ(lines[2].rfind("# Avg Latency(us)", 0), 0u) << lines[2];
