@@ -79,26 +79,27 @@ inline int doubling_to_rank(int v, const Doubling& d) {
 // reduce-scatter by recursive halving, then an allgather by recursive
 // doubling. The count elements are cut into p segments (segment_begin
 // below). Each rank holds a window of segments, at first all of them; at the
-// halving step with mask m (p/2, p/4, ..., 1) v and its partner v ^ m split
-// their common window, v keeping the lower half when bit m of v is clear,
-// and each sends the half it gives up. After the last step v holds segment v
-// alone, fully reduced. The allgather runs the steps backwards (m = 1, 2,
-// ..., p/2): partners trade their windows, whose union is the window they
-// held before that halving step.
+// halving step with mask m (p/2, p/4, ..., 1) v and its partner v ^ m hold
+// the same window, the aligned block of 2m segments that holds both; v
+// keeps the half that holds segment v and sends the other, which the
+// partner keeps. After the last step v holds segment v alone, fully
+// reduced. The allgather runs the steps backwards (m = 1, 2, ..., p/2):
+// partners trade the halves they kept, whose union is the window they held
+// before that halving step. A window is thus a function of v and m: no rank
+// keeps a stack of them.
 
 struct Window {
   int lo;  // first segment
   int hi;  // one past the last
 };
 
-inline Window halving_keep(Window w, int v, int m) {
-  const int mid = w.lo + (w.hi - w.lo) / 2;
-  return (v & m) ? Window{mid, w.hi} : Window{w.lo, mid};
+// The aligned block of m segments (m a power of two) that holds segment v.
+inline Window block(int v, int m) {
+  const int lo = v & ~(m - 1);
+  return {lo, lo + m};
 }
-inline Window halving_give(Window w, int v, int m) {
-  const int mid = w.lo + (w.hi - w.lo) / 2;
-  return (v & m) ? Window{w.lo, mid} : Window{mid, w.hi};
-}
+inline Window halving_keep(int v, int m) { return block(v, m); }
+inline Window halving_give(int v, int m) { return block(v ^ m, m); }
 
 // ---------------------------------------------------------------------------
 // Scatter-allgather broadcast: the bytes are cut into n segments, segment v

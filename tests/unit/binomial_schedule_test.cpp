@@ -115,17 +115,18 @@ TEST(BinomialSchedule, RecursiveDoublingGivesEveryRankTheSameExpression) {
   }
 }
 
-// Rabenseifner's windows: partners split their common window into what
-// each keeps and what the other keeps; after the halving steps v holds
-// segment v alone; the allgather (the steps backwards) gives back the whole.
+// Rabenseifner's windows: partners split their common window (here kept on
+// a stack, as the steps go) into what each keeps and what the other keeps;
+// after the halving steps v holds segment v alone; the allgather (the steps
+// backwards) gives back the whole.
 TEST(BinomialSchedule, HalvingWindowsEndAtOwnSegmentAndGrowBack) {
   for (int p = 1; p <= 64; p *= 2) {
     for (int v = 0; v < p; ++v) {
       std::vector<Window> held{{0, p}};
       for (int m = p / 2; m >= 1; m /= 2) {
-        const Window w = held.back(), keep = halving_keep(w, v, m), give = halving_give(w, v, m);
+        const Window w = held.back(), keep = halving_keep(v, m), give = halving_give(v, m);
         // The partner holds the same window, keeps what I give, gives what I keep.
-        const Window pk = halving_keep(w, v ^ m, m), pg = halving_give(w, v ^ m, m);
+        const Window pk = halving_keep(v ^ m, m), pg = halving_give(v ^ m, m);
         EXPECT_EQ(pk.lo, give.lo);
         EXPECT_EQ(pk.hi, give.hi);
         EXPECT_EQ(pg.lo, keep.lo);
@@ -142,7 +143,10 @@ TEST(BinomialSchedule, HalvingWindowsEndAtOwnSegmentAndGrowBack) {
       for (int m = 1; m < p; m *= 2) {
         const Window mine = held.back();
         held.pop_back();
-        const Window theirs = halving_give(held.back(), v, m);
+        // What I kept at this step, I send back.
+        EXPECT_EQ(mine.lo, halving_keep(v, m).lo);
+        EXPECT_EQ(mine.hi, halving_keep(v, m).hi);
+        const Window theirs = halving_give(v, m);
         EXPECT_EQ(std::min(mine.lo, theirs.lo), held.back().lo);
         EXPECT_EQ(std::max(mine.hi, theirs.hi), held.back().hi);
       }
