@@ -28,6 +28,8 @@ struct BcastArgs {
 
 // The communicator runs an algorithm only with at least two ranks and at
 // least one element: a call on one rank or of no data never reaches it.
+// It flushes the channel after the algorithm returns (Channel::finish), so
+// an algorithm flushes only where it overwrites the source of a send.
 using AllreduceFn = void (*)(Channel&, const AllreduceArgs&);
 using BcastFn = void (*)(Channel&, const BcastArgs&);
 

@@ -53,7 +53,6 @@ void binomial_allreduce(Channel& ch, const AllreduceArgs& a) {
     for (auto kid = kids.rbegin(); kid != kids.rend(); ++kid)
       ch.send(*kid, out + off * es, len * es);
   }
-  ch.flush();
 }
 
 }  // namespace coll

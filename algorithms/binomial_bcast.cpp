@@ -21,7 +21,10 @@ void binomial_bcast(Channel& ch, const BcastArgs& a) {
   const int n = ch.size();
   const int v = binomial::relative(ch.rank(), a.root, n);
   const int parent = v == 0 ? -1 : binomial::absolute(binomial::parent(v), a.root, n);
-  const std::vector<int> kids = binomial::children(v, n);
+  // The children's ranks, in the order they are sent to.
+  std::vector<int> kids = binomial::children(v, n);
+  std::reverse(kids.begin(), kids.end());
+  for (int& kid : kids) kid = binomial::absolute(kid, a.root, n);
   auto* buf = static_cast<char*>(a.buf);
   const size_t chunk = ch.slot_bytes();
   for (size_t off = 0; off < a.bytes; off += chunk) {
@@ -31,10 +34,8 @@ void binomial_bcast(Channel& ch, const BcastArgs& a) {
       std::memcpy(buf + off, data, len);
       ch.release(parent);
     }
-    for (auto kid = kids.rbegin(); kid != kids.rend(); ++kid)
-      ch.send(binomial::absolute(*kid, a.root, n), buf + off, len);
+    for (int kid : kids) ch.send(kid, buf + off, len);
   }
-  ch.flush();
 }
 
 }  // namespace coll

@@ -73,7 +73,6 @@ void scatter_allgather_bcast(Channel& ch, const BcastArgs& a) {
       }
     }
   }
-  ch.flush();
 }
 
 }  // namespace coll

@@ -39,11 +39,6 @@
 namespace coll {
 namespace {
 
-// A half streams through its tree in about this many chunks (more chunks:
-// a fuller pipeline; fewer: less per-message cost), each at least this big.
-constexpr size_t kPipelineStages = 8;
-constexpr size_t kMinChunkBytes = 16 * 1024;
-
 // The data movement of the messages tree::allreduce_step hands out.
 class TreeAllreduceMoves {
  public:
@@ -95,13 +90,11 @@ class TreeAllreduceMoves {
 
 void tree_allreduce(Channel& ch, const AllreduceArgs& a) {
   const int n = ch.size();
-  const size_t chunk_elems = tree::pipeline_chunk_elems(a.count, a.elem_size, ch.slot_bytes(),
-                                                        kPipelineStages, kMinChunkBytes);
+  const size_t chunk_elems = tree::pipeline_chunk_elems(a.count, a.elem_size, ch.slot_bytes());
   const tree::AllreducePlan plan =
       tree::allreduce_plan(n, ch.rank(), a.count, tree::num_chunks(a.count, chunk_elems));
   TreeAllreduceMoves moves(ch, a);
   for (long s = 0; s < plan.steps; ++s) tree::allreduce_step(plan, s, moves);
-  ch.flush();
 }
 
 }  // namespace coll

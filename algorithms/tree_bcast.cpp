@@ -17,19 +17,11 @@
 #include "tree_schedule.hpp"
 
 namespace coll {
-namespace {
-
-// See tree_allreduce.cpp.
-constexpr size_t kPipelineStages = 8;
-constexpr size_t kMinChunkBytes = 16 * 1024;
-
-}  // namespace
 
 void tree_bcast(Channel& ch, const BcastArgs& a) {
   const int n = ch.size(), r = ch.rank();
   const tree::Node node[2] = {tree::bcast_node(n, a.root, 0, r), tree::bcast_node(n, a.root, 1, r)};
-  const size_t chunk_bytes =
-      tree::pipeline_chunk_elems(a.bytes, 1, ch.slot_bytes(), kPipelineStages, kMinChunkBytes);
+  const size_t chunk_bytes = tree::pipeline_chunk_elems(a.bytes, 1, ch.slot_bytes());
   const size_t chunks = tree::num_chunks(a.bytes, chunk_bytes);
   auto* buf = static_cast<char*>(a.buf);
   for (size_t c = 0; c < chunks; ++c) {
@@ -45,7 +37,6 @@ void tree_bcast(Channel& ch, const BcastArgs& a) {
         if (child != tree::kNone) ch.send(child, buf + x.offset, x.count);
     }
   }
-  ch.flush();
 }
 
 }  // namespace coll

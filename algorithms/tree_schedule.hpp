@@ -115,11 +115,17 @@ inline Range chunk(size_t count, int t, size_t chunks, size_t c) {
   return {h.offset + x.offset, x.count};
 }
 
+// A half streams through its tree in about this many chunks (more chunks:
+// a fuller pipeline; fewer: less per-message cost), each at least this big.
+constexpr size_t kPipelineStages = 8;
+constexpr size_t kMinChunkBytes = 16 * 1024;
+
 // The chunk size of the pipelines: a slot, but small enough that a message
 // of a few slots still fills a pipeline of about `stages` chunks per half,
 // and never below min_chunk_bytes (per-message costs dominate below that).
-inline size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t slot_bytes, size_t stages,
-                                   size_t min_chunk_bytes) {
+inline size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t slot_bytes,
+                                   size_t stages = kPipelineStages,
+                                   size_t min_chunk_bytes = kMinChunkBytes) {
   const size_t slot_elems = std::max<size_t>(1, slot_bytes / elem_size);
   const size_t min_elems = std::max<size_t>(1, min_chunk_bytes / elem_size);
   const size_t want = (half(count, 0).count + stages - 1) / stages;
@@ -178,32 +184,35 @@ inline AllreducePlan allreduce_plan(int n, int r, size_t count, size_t chunks) {
 //   ops.bcast_to_child(t, child, range)            send the result
 template <class Ops>
 void allreduce_step(const AllreducePlan& p, long s, Ops& ops) {
-  auto chunk_at = [&](int t, long c, Range& x) {
-    if (c < 0 || c >= long(p.chunks)) return false;
-    x = chunk(p.count, t, p.chunks, size_t(c));
-    return x.count > 0;
+  // This step's chunk of each tree going up and coming down; an empty
+  // range when there is none.
+  auto chunk_at = [&](int t, long c) {
+    return c < 0 || c >= long(p.chunks) ? Range{0, 0} : chunk(p.count, t, p.chunks, size_t(c));
   };
-  Range x{};
+  Range up[2], down[2];
   for (int t = 0; t < 2; ++t) {
-    const Node& node = p.node[t];
-    if (chunk_at(t, reduce_chunk_at(s, p.height[t], p.depth[t]), x)) {
-      bool first = true;
-      for (int child : node.child) {
-        if (child == kNone) continue;
-        ops.reduce_from_child(t, child, x, first);
-        first = false;
-      }
-    }
-    if (node.parent != kNone && chunk_at(t, bcast_chunk_at(s, p.height[t], p.depth[t]), x))
-      ops.bcast_from_parent(t, node.parent, x);
+    up[t] = chunk_at(t, reduce_chunk_at(s, p.height[t], p.depth[t]));
+    down[t] = chunk_at(t, bcast_chunk_at(s, p.height[t], p.depth[t]));
   }
   for (int t = 0; t < 2; ++t) {
     const Node& node = p.node[t];
-    if (node.parent != kNone && chunk_at(t, reduce_chunk_at(s, p.height[t], p.depth[t]), x))
-      ops.reduce_to_parent(t, node.parent, x, node.num_children() == 0);
-    if (chunk_at(t, bcast_chunk_at(s, p.height[t], p.depth[t]), x))
+    if (up[t].count > 0) {
+      bool first = true;
+      for (int child : node.child) {
+        if (child == kNone) continue;
+        ops.reduce_from_child(t, child, up[t], first);
+        first = false;
+      }
+    }
+    if (node.parent != kNone && down[t].count > 0) ops.bcast_from_parent(t, node.parent, down[t]);
+  }
+  for (int t = 0; t < 2; ++t) {
+    const Node& node = p.node[t];
+    if (node.parent != kNone && up[t].count > 0)
+      ops.reduce_to_parent(t, node.parent, up[t], node.num_children() == 0);
+    if (down[t].count > 0)
       for (int child : node.child)
-        if (child != kNone) ops.bcast_to_child(t, child, x);
+        if (child != kNone) ops.bcast_to_child(t, child, down[t]);
   }
 }
 
