@@ -30,7 +30,7 @@ raw=
 extra=()
 # The names registered in algorithms/registry.cpp.
 allreduce_algos="ring tree binomial recursive_doubling rabenseifner"
-bcast_algos="ring binomial tree scatter_allgather"
+bcast_algos="ring binomial tree scatter_allgather linear"
 
 usage() { sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "tune.sh: $*" >&2; exit 1; }
