@@ -7,6 +7,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mp_support.hpp"
@@ -160,7 +161,7 @@ std::vector<AllreduceCase> every_valid_case() {
   for (coll_datatype_t datatype : mp::all_datatypes()) {
     for (int op = 0; op < COLL_OP_COUNT; ++op) {
       const auto coll_op = static_cast<coll_op_t>(op);
-      if (mp::is_float(datatype) && mp::is_bitwise(coll_op)) continue;
+      if (mp::is_floating(datatype) && mp::is_bitwise(coll_op)) continue;
       cases.push_back({datatype, coll_op});
     }
   }
@@ -176,8 +177,8 @@ class Allreduce : public testing::TestWithParam<AllreduceCase> {};
 TEST_P(Allreduce, ClosedFormAtEveryInterestingCount) {
   const AllreduceCase param = GetParam();
   uint64_t digest = 0;
-  mp::with_datatype(param.datatype, [&](auto type_tag) {
-    using T = decltype(type_tag);
+  mp::visit_datatype(param.datatype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     for (size_t count : mp::interesting_counts(sizeof(T))) {
       const uint64_t seed = mp::mix(param.datatype, param.op, count);
       run_case<T>(param.op, count, seed, digest);
@@ -196,8 +197,8 @@ class AllreduceLarge : public testing::TestWithParam<AllreduceCase> {};
 TEST_P(AllreduceLarge, OneMebiElements) {
   const AllreduceCase param = GetParam();
   uint64_t digest = 0;
-  mp::with_datatype(param.datatype, [&](auto type_tag) {
-    using T = decltype(type_tag);
+  mp::visit_datatype(param.datatype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     run_case<T>(param.op, mp::kLargeCount, mp::mix(param.datatype, param.op, 0x1a5e), digest);
   });
   EXPECT_TRUE(mp::same_on_all_ranks(digest)) << mp::rank_tag() << ": results differ between ranks";

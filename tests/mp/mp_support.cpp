@@ -52,54 +52,6 @@ std::vector<coll_datatype_t> all_datatypes() {
   return types;
 }
 
-const char* datatype_name(coll_datatype_t datatype) {
-  switch (datatype) {
-    case COLL_INT8:
-      return "int8";
-    case COLL_INT16:
-      return "int16";
-    case COLL_INT32:
-      return "int32";
-    case COLL_INT64:
-      return "int64";
-    case COLL_UINT8:
-      return "uint8";
-    case COLL_UINT16:
-      return "uint16";
-    case COLL_UINT32:
-      return "uint32";
-    case COLL_UINT64:
-      return "uint64";
-    case COLL_FLOAT:
-      return "float";
-    case COLL_DOUBLE:
-      return "double";
-    default:
-      return "unknown";
-  }
-}
-
-const char* op_name(coll_op_t op) {
-  switch (op) {
-    case COLL_SUM:
-      return "sum";
-    case COLL_PROD:
-      return "prod";
-    case COLL_MIN:
-      return "min";
-    case COLL_MAX:
-      return "max";
-    case COLL_BAND:
-      return "band";
-    case COLL_BOR:
-      return "bor";
-    case COLL_BXOR:
-      return "bxor";
-    default:
-      return "unknown";
-  }
-}
-
 GuardedBuffer::GuardedBuffer(size_t count, size_t element_size)
     : bytes_(count * element_size), storage_(bytes_ + 2 * kGuardBytes) {
   for (size_t i = 0; i < kGuardBytes; ++i) {

@@ -6,14 +6,16 @@
 
 #include <coll/coll.h>
 #include <gtest/gtest.h>
+#include <coll/coll.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
+
+#include "datatypes.hpp"
 
 namespace mp {
 
@@ -66,96 +68,17 @@ inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 1469598103
 // {d, ~d}: both maxima equal this rank's values only if all agree.
 bool same_on_all_ranks(uint64_t digest);
 
-// C type <-> coll_datatype_t.
-template <typename T>
-constexpr coll_datatype_t datatype_of();
-template <>
-constexpr coll_datatype_t datatype_of<int8_t>() {
-  return COLL_INT8;
-}
-template <>
-constexpr coll_datatype_t datatype_of<int16_t>() {
-  return COLL_INT16;
-}
-template <>
-constexpr coll_datatype_t datatype_of<int32_t>() {
-  return COLL_INT32;
-}
-template <>
-constexpr coll_datatype_t datatype_of<int64_t>() {
-  return COLL_INT64;
-}
-template <>
-constexpr coll_datatype_t datatype_of<uint8_t>() {
-  return COLL_UINT8;
-}
-template <>
-constexpr coll_datatype_t datatype_of<uint16_t>() {
-  return COLL_UINT16;
-}
-template <>
-constexpr coll_datatype_t datatype_of<uint32_t>() {
-  return COLL_UINT32;
-}
-template <>
-constexpr coll_datatype_t datatype_of<uint64_t>() {
-  return COLL_UINT64;
-}
-template <>
-constexpr coll_datatype_t datatype_of<float>() {
-  return COLL_FLOAT;
-}
-template <>
-constexpr coll_datatype_t datatype_of<double>() {
-  return COLL_DOUBLE;
-}
-
-// Calls fn(T{}) with the C type of datatype.
-template <typename Fn>
-void with_datatype(coll_datatype_t datatype, Fn&& fn) {
-  switch (datatype) {
-    case COLL_INT8:
-      fn(int8_t{});
-      return;
-    case COLL_INT16:
-      fn(int16_t{});
-      return;
-    case COLL_INT32:
-      fn(int32_t{});
-      return;
-    case COLL_INT64:
-      fn(int64_t{});
-      return;
-    case COLL_UINT8:
-      fn(uint8_t{});
-      return;
-    case COLL_UINT16:
-      fn(uint16_t{});
-      return;
-    case COLL_UINT32:
-      fn(uint32_t{});
-      return;
-    case COLL_UINT64:
-      fn(uint64_t{});
-      return;
-    case COLL_FLOAT:
-      fn(float{});
-      return;
-    case COLL_DOUBLE:
-      fn(double{});
-      return;
-    default:
-      ADD_FAILURE() << "no C type for datatype " << datatype;
-  }
-}
+// Datatypes and operators: the C++ type of a datatype as the C++ layer
+// (coll.hpp) maps it; names, kinds and the dispatch from a datatype to its
+// C++ type as the benchmark has them (bench/datatypes.hpp).
+using bench::datatype_name;
+using bench::is_bitwise;
+using bench::is_floating;
+using bench::op_name;
+using bench::visit_datatype;  // visit(bench::TypeTag<T>{})
+using coll::datatype_of;
 
 std::vector<coll_datatype_t> all_datatypes();
-const char* datatype_name(coll_datatype_t datatype);
-const char* op_name(coll_op_t op);
-inline bool is_bitwise(coll_op_t op) {
-  return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR;
-}
-inline bool is_float(coll_datatype_t t) { return t == COLL_FLOAT || t == COLL_DOUBLE; }
 
 // A buffer of `count` elements between two guard zones of known bytes: a
 // collective that writes one byte outside [data, data + count) is caught.

@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <iterator>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -39,11 +38,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "datatypes.hpp"
 #include "mpi_map.hpp"
 #include "rank_failure_printer.hpp"
 
+using bench::datatype_name;
+using bench::is_bitwise;
+using bench::is_floating;
 using bench::mpi_datatype;
 using bench::mpi_op;
+using bench::op_name;
+using bench::visit_datatype;
 
 namespace {
 
@@ -51,49 +56,6 @@ int world_rank = -1;
 int world_size = 0;
 
 coll_comm_t world() { return coll_comm_world(); }
-
-const char* type_name(coll_datatype_t type) {
-  static const char* const names[] = {"int8",   "int16",  "int32",  "int64", "uint8",
-                                      "uint16", "uint32", "uint64", "float", "double"};
-  return static_cast<size_t>(type) < std::size(names) ? names[type] : "unknown";
-}
-
-const char* op_name(coll_op_t op) {
-  static const char* const names[] = {"sum", "prod", "min", "max", "band", "bor", "bxor"};
-  return static_cast<size_t>(op) < std::size(names) ? names[op] : "unknown";
-}
-
-bool is_floating(coll_datatype_t type) { return type == COLL_FLOAT || type == COLL_DOUBLE; }
-bool is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
-
-// Calls f(T{}) with T the C++ type of a libcoll datatype.
-template <typename F>
-void with_type(coll_datatype_t type, F&& f) {
-  switch (type) {
-    case COLL_INT8:
-      return f(int8_t{});
-    case COLL_INT16:
-      return f(int16_t{});
-    case COLL_INT32:
-      return f(int32_t{});
-    case COLL_INT64:
-      return f(int64_t{});
-    case COLL_UINT8:
-      return f(uint8_t{});
-    case COLL_UINT16:
-      return f(uint16_t{});
-    case COLL_UINT32:
-      return f(uint32_t{});
-    case COLL_UINT64:
-      return f(uint64_t{});
-    case COLL_FLOAT:
-      return f(float{});
-    case COLL_DOUBLE:
-      return f(double{});
-    default:
-      FAIL() << "unknown datatype " << type;
-  }
-}
 
 // A generator that depends only on what identifies one rank's input.
 std::mt19937_64 generator_for(unsigned salt, coll_datatype_t type, coll_op_t op, size_t count,
@@ -186,7 +148,7 @@ class Mismatches {
 };
 
 std::string describe(coll_datatype_t type, coll_op_t op, size_t count, bool in_place) {
-  return std::string(type_name(type)) + " " + op_name(op) + " of " + std::to_string(count) +
+  return std::string(datatype_name(type)) + " " + op_name(op) + " of " + std::to_string(count) +
          (in_place ? " in place" : "") + " on " + std::to_string(world_size) + " ranks";
 }
 
@@ -267,7 +229,7 @@ void compare_allreduce(coll_datatype_t type, coll_op_t op, size_t count, bool in
 template <typename T>
 void compare_bcast(coll_datatype_t type, size_t count, int root) {
   const std::string what = std::string("bcast of ") + std::to_string(count) + " " +
-                           type_name(type) + " from root " + std::to_string(root) + " of " +
+                           datatype_name(type) + " from root " + std::to_string(root) + " of " +
                            std::to_string(world_size);
   // Any bits will do (a broadcast interprets nothing): each rank starts
   // from its own, and the root's must arrive.
@@ -314,7 +276,7 @@ using AllreduceCase = std::tuple<coll_datatype_t, coll_op_t, size_t>;
 
 std::string allreduce_case_name(const testing::TestParamInfo<AllreduceCase>& info) {
   auto [type, op, count] = info.param;
-  return std::string(type_name(type)) + "_" + op_name(op) + "_" + std::to_string(count);
+  return std::string(datatype_name(type)) + "_" + op_name(op) + "_" + std::to_string(count);
 }
 
 // Every valid (datatype, operator) pair: bitwise operators on integers only.
@@ -332,7 +294,9 @@ class Allreduce : public testing::TestWithParam<AllreduceCase> {};
 
 TEST_P(Allreduce, MatchesOpenMpi) {
   auto [type, op, count] = GetParam();
-  with_type(type, [&](auto zero) { compare_allreduce<decltype(zero)>(type, op, count, false); });
+  visit_datatype(type, [&](auto tag) {
+    compare_allreduce<typename decltype(tag)::type>(type, op, count, false);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesOpsCounts, Allreduce,
@@ -342,7 +306,9 @@ class AllreduceInPlace : public testing::TestWithParam<AllreduceCase> {};
 
 TEST_P(AllreduceInPlace, MatchesOpenMpi) {
   auto [type, op, count] = GetParam();
-  with_type(type, [&](auto zero) { compare_allreduce<decltype(zero)>(type, op, count, true); });
+  visit_datatype(type, [&](auto tag) {
+    compare_allreduce<typename decltype(tag)::type>(type, op, count, true);
+  });
 }
 
 const coll_op_t kInPlaceOps[] = {COLL_SUM, COLL_MAX, COLL_BXOR};
@@ -371,7 +337,7 @@ using BcastCase = std::tuple<coll_datatype_t, size_t, RootAt>;
 std::string bcast_case_name(const testing::TestParamInfo<BcastCase>& info) {
   auto [type, count, root] = info.param;
   static const char* const roots[] = {"first", "middle", "last"};
-  return std::string(type_name(type)) + "_" + std::to_string(count) + "_root_" +
+  return std::string(datatype_name(type)) + "_" + std::to_string(count) + "_root_" +
          roots[static_cast<int>(root)];
 }
 
@@ -379,7 +345,9 @@ class Bcast : public testing::TestWithParam<BcastCase> {};
 
 TEST_P(Bcast, MatchesOpenMpi) {
   auto [type, count, root] = GetParam();
-  with_type(type, [&](auto zero) { compare_bcast<decltype(zero)>(type, count, resolve(root)); });
+  visit_datatype(type, [&](auto tag) {
+    compare_bcast<typename decltype(tag)::type>(type, count, resolve(root));
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypesCountsRoots, Bcast,
