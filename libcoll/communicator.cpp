@@ -145,6 +145,7 @@ Communicator::~Communicator() {
 const char* Communicator::last_algorithm(const std::string& collective) const {
   if (collective == "allreduce") return last_allreduce_;
   if (collective == "bcast") return last_bcast_;
+  if (collective == "barrier") return config_.dissemination_barrier ? "dissemination" : "tree";
   return "";
 }
 

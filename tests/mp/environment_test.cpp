@@ -1,5 +1,6 @@
 // The job as the launcher set it up, and the environment knobs the suite is
-// run with (COLL_ALLREDUCE_ALGO, COLL_BCAST_ALGO): asked for, they are used.
+// run with (COLL_ALLREDUCE_ALGO, COLL_BCAST_ALGO, COLL_BARRIER_ALGO): asked
+// for, they are used.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -68,6 +69,13 @@ TEST(Environment, AlgorithmKnobsAreHonoured) {
               COLL_SUCCESS);
     expect_algorithm_honoured("bcast", "COLL_BCAST_ALGO");
   }
+}
+
+// In the Barrier suite: the barrier variants (meson.build) run only that
+// suite, and must run the algorithm they ask for.
+TEST(Barrier, AlgorithmKnobIsHonoured) {
+  ASSERT_EQ(coll_barrier(mp::world()), COLL_SUCCESS) << coll_comm_last_error(mp::world());
+  expect_algorithm_honoured("barrier", "COLL_BARRIER_ALGO");
 }
 
 }  // namespace
