@@ -83,6 +83,14 @@ class Pages {
 
 using Validation = RegistrationCache::Validation;
 
+// The cache most tests use: room for 64 pages, caching on, no validation
+// behind the caller's back (only explicit invalidation).
+class DefaultCache : public testing::Test {
+ protected:
+  FakeRegistrar fake;
+  RegistrationCache cache{fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly};
+};
+
 // Acquires and releases 10 bytes at addr; returns the key of the region used.
 uint32_t use(RegistrationCache& cache, const void* addr) {
   const MemoryRegion* mr = cache.acquire(addr, 10);
@@ -91,10 +99,8 @@ uint32_t use(RegistrationCache& cache, const void* addr) {
   return key;
 }
 
-TEST(RegistrationCache, SecondAcquireOfSameBufferIsAHit) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, SecondAcquireOfSameBufferIsAHit) {
   Pages pages(4);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   const MemoryRegion* first = cache.acquire(pages.page(0) + 100, 200);
   cache.release(first);
   const MemoryRegion* second = cache.acquire(pages.page(0) + 100, 200);
@@ -108,10 +114,8 @@ TEST(RegistrationCache, SecondAcquireOfSameBufferIsAHit) {
   EXPECT_EQ(stats.bytes_pinned, kPage);
 }
 
-TEST(RegistrationCache, RegistersWholePagesAroundTheRequest) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, RegistersWholePagesAroundTheRequest) {
   Pages pages(4);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   // Crosses one page boundary: two pages, starting at the first.
   const MemoryRegion* mr = cache.acquire(pages.page(1) - 10, 20);
   EXPECT_EQ(mr->addr, pages.page(0));
@@ -119,10 +123,8 @@ TEST(RegistrationCache, RegistersWholePagesAroundTheRequest) {
   cache.release(mr);
 }
 
-TEST(RegistrationCache, RequestInsideARegisteredRangeIsAHit) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, RequestInsideARegisteredRangeIsAHit) {
   Pages pages(8);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   const MemoryRegion* whole = cache.acquire(pages.page(0), 8 * kPage);
   const MemoryRegion* inner = cache.acquire(pages.page(3) + 17, 2 * kPage);
   EXPECT_EQ(whole, inner);
@@ -132,10 +134,8 @@ TEST(RegistrationCache, RequestInsideARegisteredRangeIsAHit) {
   cache.release(whole);
 }
 
-TEST(RegistrationCache, OverlappingRangesFindTheOneThatContains) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, OverlappingRangesFindTheOneThatContains) {
   Pages pages(8);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   const MemoryRegion* long_range = cache.acquire(pages.page(0), 6 * kPage);   // [0, 6)
   const MemoryRegion* short_range = cache.acquire(pages.page(5), 2 * kPage);  // [5, 7): a miss
   EXPECT_NE(long_range, short_range);
@@ -153,10 +153,8 @@ TEST(RegistrationCache, OverlappingRangesFindTheOneThatContains) {
   for (const MemoryRegion* mr : {long_range, short_range, hit, hit2, miss}) cache.release(mr);
 }
 
-TEST(RegistrationCache, DisjointBuffersAreMisses) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, DisjointBuffersAreMisses) {
   Pages pages(4);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   const MemoryRegion* a = cache.acquire(pages.page(0), 10);
   const MemoryRegion* b = cache.acquire(pages.page(2), 10);
   EXPECT_NE(a, b);
@@ -210,10 +208,8 @@ TEST(RegistrationCache, RegionsInUseAreNeverEvicted) {
   EXPECT_TRUE(fake.is_live(c_key));  // the most recent stays
 }
 
-TEST(RegistrationCache, InvalidateDropsOverlappingUnusedRegions) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, InvalidateDropsOverlappingUnusedRegions) {
   Pages pages(8);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   const MemoryRegion* a_region = cache.acquire(pages.page(0), 2 * kPage);
   uint32_t a = a_region->rkey;
   cache.release(a_region);
@@ -227,10 +223,8 @@ TEST(RegistrationCache, InvalidateDropsOverlappingUnusedRegions) {
   cache.release(again);
 }
 
-TEST(RegistrationCache, InvalidateOfARegionInUseDeregistersItAtRelease) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, InvalidateOfARegionInUseDeregistersItAtRelease) {
   Pages pages(4);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   const MemoryRegion* held = cache.acquire(pages.page(0), 10);
   uint32_t held_key = held->rkey;
   cache.invalidate(pages.page(0), kPage);
@@ -243,11 +237,9 @@ TEST(RegistrationCache, InvalidateOfARegionInUseDeregistersItAtRelease) {
   cache.release(fresh);
 }
 
-TEST(RegistrationCache, OutOfLockedMemoryEvictsUnusedAndRetries) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, OutOfLockedMemoryEvictsUnusedAndRetries) {
   fake.lock_limit = 4 * kPage;
   Pages pages(16);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   for (size_t i = 0; i < 4; ++i) use(cache, pages.page(2 * i));
   EXPECT_EQ(fake.pinned, 4 * kPage);
   const MemoryRegion* big = cache.acquire(pages.page(8), 2 * kPage);  // fails once, then fits
@@ -257,11 +249,9 @@ TEST(RegistrationCache, OutOfLockedMemoryEvictsUnusedAndRetries) {
   cache.release(big);
 }
 
-TEST(RegistrationCache, OutOfLockedMemoryWithEverythingInUseNamesUlimit) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, OutOfLockedMemoryWithEverythingInUseNamesUlimit) {
   fake.lock_limit = 2 * kPage;
   Pages pages(8);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   const MemoryRegion* a = cache.acquire(pages.page(0), 10);
   const MemoryRegion* b = cache.acquire(pages.page(2), 10);
   try {
@@ -325,10 +315,8 @@ TEST(RegistrationCache, DestructorDeregistersEverythingEvenInUse) {
   EXPECT_EQ(fake.deregistrations, 3);
 }
 
-TEST(RegistrationCache, ClearDeregistersOnlyUnused) {
-  FakeRegistrar fake;
+TEST_F(DefaultCache, ClearDeregistersOnlyUnused) {
   Pages pages(4);
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
   use(cache, pages.page(0));
   const MemoryRegion* held = cache.acquire(pages.page(2), 10);
   cache.clear();
@@ -337,9 +325,7 @@ TEST(RegistrationCache, ClearDeregistersOnlyUnused) {
   cache.release(held);
 }
 
-TEST(RegistrationCache, ReleaseOfAForeignRegionIsAnError) {
-  FakeRegistrar fake;
-  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kExplicitOnly);
+TEST_F(DefaultCache, ReleaseOfAForeignRegionIsAnError) {
   MemoryRegion foreign;
   try {
     cache.release(&foreign);
