@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -65,6 +66,20 @@ RegionCheck check_region(const RegionEntry* entries, uint32_t rkey, uint64_t rem
 // True while `rkey` still names a live entry (a write that spans several
 // progress calls re-checks before each piece: dereg() may come between).
 bool region_alive(const RegionEntry* entries, uint32_t rkey);
+
+// Lands a checked write in memory this process maps (its own, or a peer's
+// segment). An 8-byte write to an 8-byte aligned address is one release
+// store: the contract's promise for flags and credits, which readers poll
+// with acquire loads.
+inline void apply_write(void* dst, const void* src, size_t length) {
+  if (length == 8 && (reinterpret_cast<uintptr_t>(dst) & 7) == 0) {
+    uint64_t v;
+    std::memcpy(&v, src, 8);
+    __atomic_store_n(static_cast<uint64_t*>(dst), v, __ATOMIC_RELEASE);
+  } else if (length > 0) {
+    std::memcpy(dst, src, length);
+  }
+}
 
 // The owner's side: hands out entries and MemoryRegion handles. The
 // entries live where the caller puts them (kMaxRegions of them); the table

@@ -178,14 +178,8 @@ class ShmTransport final : public Transport {
       return -1;
     }
     if (region.kind == kRegionInSegment) {
-      char* dst = target.data() + (remote_addr - h->base);
-      if (length == 8 && (remote_addr & 7) == 0) {
-        uint64_t v;
-        std::memcpy(&v, local_addr, 8);
-        __atomic_store_n(reinterpret_cast<uint64_t*>(dst), v, __ATOMIC_RELEASE);
-      } else if (length > 0) {
-        std::memcpy(dst, local_addr, length);
-      }
+      // Our mapping and the owner's are page aligned: alignment carries over.
+      apply_write(target.data() + (remote_addr - h->base), local_addr, length);
     } else if (length > 0) {
       if (cma_write(static_cast<pid_t>(h->pid), local_addr, length, remote_addr) != 0)
         return -1;

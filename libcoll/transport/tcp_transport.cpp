@@ -593,7 +593,7 @@ class TcpTransport final : public Transport {
                   strfmt("rank %d refused a tcp write from itself: %s", rank_, why.c_str()));
       return;
     }
-    store(remote_addr, src, length);
+    apply_write(reinterpret_cast<void*>(remote_addr), src, length);
   }
 
   // Best effort, never waits: the failed stream may be full or gone.
@@ -626,15 +626,8 @@ class TcpTransport final : public Transport {
       ssize_t n;
       const uint64_t left = rx.in_payload ? rx.header.length - rx.payload_got : 0;
       if (rx.sink == Sink::kRegion && rx.begin == rx.end && left >= kDirectReceive) {
-        // A large payload goes straight into its region - if the region is
-        // still registered: dereg() may have come since the header.
-        if (!region_alive(regions_, rx.header.rkey)) {
-          refuse_frame(peer,
-                       strfmt("rkey 0x%x was deregistered while its write of %llu bytes "
-                              "was arriving",
-                              rx.header.rkey, static_cast<unsigned long long>(rx.header.length)));
-          return;
-        }
+        // A large payload goes straight into its region.
+        if (!still_registered(peer)) return;
         char* dst = reinterpret_cast<char*>(rx.header.remote_addr) + rx.payload_got;
         n = recv(p.fd.get(), dst, size_t(std::min<uint64_t>(left, 1u << 30)), MSG_DONTWAIT);
         if (n > 0) {
@@ -694,13 +687,7 @@ class TcpTransport final : public Transport {
           rx.text.append(data, take);
           break;
         case Sink::kRegion:
-          if (!region_alive(regions_, rx.header.rkey)) {
-            refuse_frame(peer,
-                         strfmt("rkey 0x%x was deregistered while its write of %llu "
-                                "bytes was arriving",
-                                rx.header.rkey, static_cast<unsigned long long>(rx.header.length)));
-            return;
-          }
+          if (!still_registered(peer)) return;
           std::memcpy(reinterpret_cast<char*>(rx.header.remote_addr) + rx.payload_got, data, take);
           break;
         case Sink::kNone:
@@ -751,13 +738,8 @@ class TcpTransport final : public Transport {
     Receiver& rx = peers_[size_t(peer)].rx;
     const FrameHeader& h = rx.header;
     if (rx.sink == Sink::kWhole) {
-      // Gathered whole: still registered? (dereg may have come since.)
-      if (!region_alive(regions_, h.rkey)) {
-        refuse_frame(peer,
-                     strfmt("rkey 0x%x was deregistered while its write was arriving", h.rkey));
-        return;
-      }
-      store(h.remote_addr, rx.whole, size_t(h.length));
+      if (!still_registered(peer)) return;
+      apply_write(reinterpret_cast<void*>(h.remote_addr), rx.whole, size_t(h.length));
     } else if (rx.sink == Sink::kText) {
       mark_failed(
           COLL_ERR_TRANSPORT, peer,
@@ -770,6 +752,17 @@ class TcpTransport final : public Transport {
     rx.in_payload = false;
     rx.payload_got = 0;
     rx.sink = Sink::kNone;
+  }
+
+  // A write is applied over several progress calls, and dereg() may come
+  // between them: false (and the frame refused) when its region is gone.
+  bool still_registered(int peer) {
+    const FrameHeader& h = peers_[size_t(peer)].rx.header;
+    if (region_alive(regions_, h.rkey)) return true;
+    refuse_frame(peer, strfmt("rkey 0x%x was deregistered while its write of %llu bytes was "
+                              "arriving",
+                              h.rkey, static_cast<unsigned long long>(h.length)));
+    return false;
   }
 
   // Empty when rkey names a live region of ours that covers the range.
@@ -793,17 +786,6 @@ class TcpTransport final : public Transport {
             static_cast<unsigned long long>(grant.addr));
     }
     return "unknown check result";
-  }
-
-  static void store(uint64_t remote_addr, const void* src, size_t length) {
-    char* dst = reinterpret_cast<char*>(remote_addr);
-    if (length == 8 && (remote_addr & 7) == 0) {
-      uint64_t v;
-      std::memcpy(&v, src, 8);
-      __atomic_store_n(reinterpret_cast<uint64_t*>(dst), v, __ATOMIC_RELEASE);
-    } else if (length > 0) {
-      std::memcpy(dst, src, length);
-    }
   }
 
   // --- failure -------------------------------------------------------
