@@ -87,42 +87,26 @@ namespace {
 
 // ---------------------------------------------------------------- RAII owners
 
-struct AddrInfoDeleter {
-  void operator()(rdma_addrinfo* info) const { rdma_freeaddrinfo(info); }
+// A unique_ptr whose deleter is the library's release call.
+template <auto Release>
+struct Releaser {
+  template <class T>
+  void operator()(T* p) const {
+    Release(p);
+  }
 };
-using AddrInfoPtr = std::unique_ptr<rdma_addrinfo, AddrInfoDeleter>;
+template <class T, auto Release>
+using Owned = std::unique_ptr<T, Releaser<Release>>;
 
+using AddrInfoPtr = Owned<rdma_addrinfo, rdma_freeaddrinfo>;
 // rdma_destroy_ep destroys the id's QP (rdma_destroy_qp) and then the id.
-struct EndpointDeleter {
-  void operator()(rdma_cm_id* id) const { rdma_destroy_ep(id); }
-};
-using EndpointPtr = std::unique_ptr<rdma_cm_id, EndpointDeleter>;
-
+using EndpointPtr = Owned<rdma_cm_id, rdma_destroy_ep>;
 // A bare id (no QP), for probing addresses.
-struct CmIdDeleter {
-  void operator()(rdma_cm_id* id) const { rdma_destroy_id(id); }
-};
-using CmIdPtr = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
-
-struct CmEventDeleter {
-  void operator()(rdma_cm_event* event) const { rdma_ack_cm_event(event); }
-};
-using CmEventPtr = std::unique_ptr<rdma_cm_event, CmEventDeleter>;
-
-struct PdDeleter {
-  void operator()(ibv_pd* pd) const { ibv_dealloc_pd(pd); }
-};
-using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
-
-struct CqDeleter {
-  void operator()(ibv_cq* cq) const { ibv_destroy_cq(cq); }
-};
-using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
-
-struct MrDeleter {
-  void operator()(ibv_mr* mr) const { rdma_dereg_mr(mr); }
-};
-using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
+using CmIdPtr = Owned<rdma_cm_id, rdma_destroy_id>;
+using CmEventPtr = Owned<rdma_cm_event, rdma_ack_cm_event>;
+using PdPtr = Owned<ibv_pd, ibv_dealloc_pd>;
+using CqPtr = Owned<ibv_cq, ibv_destroy_cq>;
+using MrPtr = Owned<ibv_mr, rdma_dereg_mr>;
 
 // Anonymous memory: page aligned and zeroed, as windows need.
 class MappedMemory {
@@ -203,7 +187,7 @@ std::vector<LocalAddress> rdma_capable_ipv4_addresses() {
   std::vector<LocalAddress> found;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return found;
-  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> owner(list, freeifaddrs);
+  Owned<ifaddrs, freeifaddrs> owner(list);
   for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
     if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
     if ((entry->ifa_flags & IFF_UP) == 0 || (entry->ifa_flags & IFF_LOOPBACK) != 0) continue;
@@ -257,6 +241,11 @@ std::string choose_local_address(int rank) {
 // ---------------------------------------------------------------- helpers
 
 using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadline_after(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
 
 double seconds_left(Clock::time_point deadline) {
   return std::chrono::duration<double>(deadline - Clock::now()).count();
@@ -361,8 +350,8 @@ class RdmaTransport final : public Transport {
   int size_;
   double timeout_s_;
   bool safe_ordering_;
-  uint32_t sq_depth_;
-  uint32_t signal_interval_;
+  uint32_t sq_depth_;                       // lowered to what the device allows
+  uint32_t signal_interval_;                // sq_depth_ / 2: see post_write
   uint32_t max_inline_ = kRequestedInline;  // lowered to what the QPs grant
   std::string local_ip_;
 
@@ -390,11 +379,9 @@ RdmaTransport::RdmaTransport(Bootstrap& boot, const TransportOptions& opts)
       timeout_s_(opts.timeout_s),
       safe_ordering_(env_flag("COLL_RDMA_SAFE_ORDERING")),
       sq_depth_(env_uint("COLL_RDMA_SQ_DEPTH", 256, 4, 32768)),
-      signal_interval_(sq_depth_ / 2),
       window_(opts.window_bytes),
       peers_(static_cast<size_t>(boot.size())) {
-  Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(opts.timeout_s));
+  const Clock::time_point deadline = deadline_after(opts.timeout_s);
   local_ip_ = choose_local_address(rank_);
   listen_on(local_ip_);
   create_verbs_resources();
@@ -479,12 +466,10 @@ void RdmaTransport::create_verbs_resources() {
   if (device.max_cqe > 0 && peers * sq_depth_ + 16 > static_cast<size_t>(device.max_cqe)) {
     sq_depth_ = static_cast<uint32_t>(
         std::max<size_t>(4, (static_cast<size_t>(device.max_cqe) - 16) / peers));
-    signal_interval_ = sq_depth_ / 2;
   }
-  if (device.max_qp_wr > 0 && sq_depth_ > static_cast<uint32_t>(device.max_qp_wr)) {
+  if (device.max_qp_wr > 0 && sq_depth_ > static_cast<uint32_t>(device.max_qp_wr))
     sq_depth_ = static_cast<uint32_t>(device.max_qp_wr);
-    signal_interval_ = std::max<uint32_t>(1, sq_depth_ / 2);
-  }
+  signal_interval_ = std::max<uint32_t>(1, sq_depth_ / 2);
   int cqe = static_cast<int>(peers * sq_depth_ + 16);
   cq_.reset(ibv_create_cq(verbs, cqe, nullptr, nullptr, 0));
   if (!cq_) fail_verbs(errno, strfmt("ibv_create_cq(%d entries)", cqe));
@@ -849,8 +834,7 @@ void RdmaTransport::drain_completions() {
 }
 
 bool RdmaTransport::wait_until_completed(Peer& peer, uint64_t sequence, const char* why) {
-  Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(timeout_s_));
+  const Clock::time_point deadline = deadline_after(timeout_s_);
   // Only signaled WRs report completion: make sure one covers `sequence`.
   // (Cannot happen to be missing for a full queue, whose oldest half always
   // holds a signaled WR, nor in safe-ordering mode, where all are signaled.)
