@@ -25,7 +25,9 @@ class SingletonBootstrap final : public Bootstrap {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string job_id() const override { return job_id_; }
-  std::vector<std::string> allgather(const std::string& mine, double /*timeout_s*/) override {
+
+ protected:
+  std::vector<std::string> exchange(const std::string& mine, double /*timeout_s*/) override {
     return {mine};
   }
 
@@ -58,6 +60,16 @@ long launcher_job_size(const char** variable) {
 }
 
 }  // namespace
+
+std::vector<std::string> Bootstrap::allgather(const std::string& mine, double timeout_s) {
+  if (failure_) std::rethrow_exception(failure_);
+  try {
+    return exchange(mine, timeout_s);
+  } catch (const Error&) {
+    failure_ = std::current_exception();
+    throw;
+  }
+}
 
 bool bootstrap_debug_enabled() {
   const char* value = std::getenv("COLL_BOOTSTRAP_DEBUG");

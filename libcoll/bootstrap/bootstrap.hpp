@@ -3,6 +3,7 @@
 // moves by one-sided writes through a Transport.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,11 +23,19 @@ class Bootstrap {
 
   // Collective over all ranks: every rank passes its blob, every rank gets
   // all blobs indexed by rank. Bounded by timeout_s; throws coll::Error
-  // (COLL_ERR_TIMEOUT, COLL_ERR_PEER_LOST, ...) on failure.
-  virtual std::vector<std::string> allgather(const std::string& mine,
-                                             double timeout_s) = 0;
+  // (COLL_ERR_TIMEOUT, COLL_ERR_PEER_LOST, ...) on failure. A failure is
+  // sticky: the ranks are out of step after it, so every later call throws
+  // the same error and exchanges nothing.
+  std::vector<std::string> allgather(const std::string& mine, double timeout_s);
 
   void barrier(double timeout_s) { allgather(std::string(), timeout_s); }
+
+ protected:
+  // One round of allgather, as the backend runs it.
+  virtual std::vector<std::string> exchange(const std::string& mine, double timeout_s) = 0;
+
+ private:
+  std::exception_ptr failure_;
 };
 
 // Chooses from the environment: PMIx server, then collrun (COLL_BOOTSTRAP

@@ -303,21 +303,11 @@ class CollrunBootstrap final : public Bootstrap {
   int size() const override { return size_; }
   std::string job_id() const override { return job_id_; }
 
-  std::vector<std::string> allgather(const std::string& mine, double timeout_s) override {
-    if (failure_) throw *failure_;
+ protected:
+  std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {
     if (mine.size() > proto::kMaxBlobBytes)
       fail(COLL_ERR_INVALID_ARG, "bootstrap allgather of %zu bytes: at most %llu bytes per rank",
            mine.size(), static_cast<unsigned long long>(proto::kMaxBlobBytes));
-    try {
-      return run_round(mine, timeout_s);
-    } catch (const Error& error) {
-      failure_ = error;
-      throw;
-    }
-  }
-
- private:
-  std::vector<std::string> run_round(const std::string& mine, double timeout_s) {
     Deadline deadline(timeout_s);
     uint64_t round = ++round_;
     connection_.send_all(
@@ -328,6 +318,7 @@ class CollrunBootstrap final : public Bootstrap {
     return take_result(*frame, round, mine);
   }
 
+ private:
   // Asks collrun which ranks have not sent the round, to name them in the
   // error. The round may complete in that moment: then it is a success.
   std::vector<std::string> after_timeout(uint64_t round, const std::string& mine,
@@ -408,7 +399,6 @@ class CollrunBootstrap final : public Bootstrap {
   std::string job_id_;
   uint64_t epoch_;
   uint64_t round_ = 0;
-  std::optional<Error> failure_;
 };
 
 }  // namespace

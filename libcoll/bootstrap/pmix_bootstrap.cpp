@@ -19,7 +19,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <optional>
 
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
@@ -137,18 +136,8 @@ class PmixBootstrap final : public Bootstrap {
   int size() const override { return size_; }
   std::string job_id() const override { return job_id_; }
 
-  std::vector<std::string> allgather(const std::string& mine, double timeout_s) override {
-    if (failure_) throw *failure_;
-    try {
-      return run_round(mine, timeout_s);
-    } catch (const Error& error) {
-      failure_ = error;
-      throw;
-    }
-  }
-
- private:
-  std::vector<std::string> run_round(const std::string& mine, double timeout_s) {
+ protected:
+  std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {
     std::string key = "coll." + std::to_string(epoch_) + "." + std::to_string(++round_);
 
     // PMIx_Put copies the value, so pointing at our string is enough.
@@ -187,6 +176,7 @@ class PmixBootstrap final : public Bootstrap {
     return blobs;
   }
 
+ private:
   void fence(double timeout_s, const std::string& key) {
     auto state = std::make_shared<FenceState>(timeout_s);
     auto* callback_owner = new std::shared_ptr<FenceState>(state);
@@ -224,7 +214,6 @@ class PmixBootstrap final : public Bootstrap {
   std::string job_id_;
   uint64_t epoch_;
   uint64_t round_ = 0;
-  std::optional<Error> failure_;
 };
 
 void debug_note(const char* fmt, const char* detail) {

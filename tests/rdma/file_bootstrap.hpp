@@ -29,7 +29,8 @@ class FileBootstrap final : public Bootstrap {
   int size() const override { return size_; }
   std::string job_id() const override { return std::filesystem::path(dir_).filename(); }
 
-  std::vector<std::string> allgather(const std::string& mine, double timeout_s) override {
+ protected:
+  std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {
     ++round_;
     std::string path = file_of(rank_);
     {
