@@ -5,20 +5,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <string_view>
+
+#include "rank_environment.hpp"
 
 namespace collrun {
 namespace {
-
-bool is_env_name(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
-  for (char c : name) {
-    bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 int parse_num_ranks(const std::string& option, const std::string& text) {
   errno = 0;
@@ -79,7 +70,7 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
     } else if (name == "x") {
       std::string spec = value();
       std::string var = spec.substr(0, spec.find('='));
-      if (!is_env_name(var))
+      if (!is_shell_name(var))
         throw UsageError("-x '" + spec +
                          "': expected VAR or VAR=value with VAR a variable "
                          "name");
