@@ -460,11 +460,6 @@ class CollrunJob : public ::testing::Test {
 
 class CollrunJobOfSize : public CollrunJob, public ::testing::WithParamInterface<int> {};
 
-std::string explain(const ProcessResult& r) {
-  return "status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") +
-         "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
-}
-
 TEST_P(CollrunJobOfSize, AllgathersOfEverySize) {
   int np = GetParam();
   ProcessResult r = run(np, {"allgather", "collrun"});

@@ -25,11 +25,6 @@ namespace {
 
 using Strings = std::vector<std::string>;
 
-std::string explain(const ProcessResult& r) {
-  return "status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") +
-         "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream file(path);
   std::ostringstream text;

@@ -39,11 +39,6 @@ class CollrunTest : public ::testing::Test {
   std::string helper_;
 };
 
-std::string explain(const ProcessResult& r) {
-  return "status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") +
-         "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
-}
-
 TEST_F(CollrunTest, AllRanksExitZeroGivesZero) {
   ProcessResult r = collrun({"-np", "3", helper_, "exit", "0", "0", "0"});
   EXPECT_FALSE(r.timed_out);
@@ -203,40 +198,33 @@ TEST_F(CollrunTest, StdinGoesToRankZero) {
   EXPECT_EQ(r.out, "some input\nmore\n");
 }
 
-bool shm_entries_with_prefix_exist(const std::string& prefix) {
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return false;
+// The ranks' output names the job id (the one group of `pattern`): once
+// collrun has ended, no /dev/shm/coll-<id>-* may be left.
+void expect_no_shm_of_the_job_left(const ProcessResult& r, const char* pattern) {
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.out, match, std::regex(pattern))) << explain(r);
+  std::string prefix = "coll-" + std::string(match[1]) + "-";
   bool found = false;
-  while (dirent* entry = ::readdir(dir))
-    if (std::string(entry->d_name).starts_with(prefix)) found = true;
-  ::closedir(dir);
-  return found;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (dirent* entry = ::readdir(dir))
+      if (std::string(entry->d_name).starts_with(prefix)) found = true;
+    ::closedir(dir);
+  }
+  EXPECT_FALSE(found) << "collrun left /dev/shm/" << prefix << "* behind";
 }
 
 TEST_F(CollrunTest, SharedMemoryOfAKilledJobIsRemoved) {
   ProcessResult r = collrun({"-np", "3", helper_, "shm-then-die"});
   ASSERT_FALSE(r.timed_out) << explain(r);
   EXPECT_EQ(r.status, 128 + 9) << explain(r);
-  std::smatch match;
-  ASSERT_TRUE(std::regex_search(r.out, match,
-                                std::regex("created /dev/shm/coll-([A-Za-z0-9_.-]+)-helper-0")))
-      << explain(r);
-  std::string prefix = "coll-" + std::string(match[1]) + "-";
-  EXPECT_FALSE(shm_entries_with_prefix_exist(prefix))
-      << "collrun left /dev/shm/" << prefix << "* behind";
+  expect_no_shm_of_the_job_left(r, "created /dev/shm/coll-([A-Za-z0-9_.-]+)-helper-0");
 }
 
 TEST_F(CollrunTest, SharedMemoryIsRemovedAfterAFailedJobToo) {
   // ignore-term leaves a marker file in the job's /dev/shm namespace.
   ProcessResult r = collrun({"-np", "2", helper_, "ignore-term"});
   ASSERT_EQ(r.status, 7) << explain(r);
-  std::smatch match;
-  ASSERT_TRUE(std::regex_search(r.out, match,
-                                std::regex("rank 1 ignores SIGTERM in job ([A-Za-z0-9_.-]+)")))
-      << explain(r);
-  std::string prefix = "coll-" + std::string(match[1]) + "-";
-  EXPECT_FALSE(shm_entries_with_prefix_exist(prefix))
-      << "collrun left /dev/shm/" << prefix << "* behind";
+  expect_no_shm_of_the_job_left(r, "rank 1 ignores SIGTERM in job ([A-Za-z0-9_.-]+)");
 }
 
 // "rank R cpus 0 1 ..." lines of the affinity helper, by rank.

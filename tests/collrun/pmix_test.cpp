@@ -9,11 +9,6 @@
 namespace collrun_test {
 namespace {
 
-std::string explain(const ProcessResult& r) {
-  return "status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") +
-         "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
-}
-
 class PmixBootstrap : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {

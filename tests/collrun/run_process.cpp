@@ -110,6 +110,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::vecto
   return result;
 }
 
+std::string explain(const ProcessResult& r) {
+  return "status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") +
+         "\n--- stdout:\n" + r.out + "\n--- stderr:\n" + r.err;
+}
+
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
   size_t start = 0;

@@ -21,6 +21,9 @@ ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::vector<std::string>& env = {}, double limit_s = 120,
                           const std::string& input = "");
 
+// Status, stdout and stderr of a run, for the message of a failed check.
+std::string explain(const ProcessResult& r);
+
 // Lines of `text`, without their '\n'.
 std::vector<std::string> split_lines(const std::string& text);
 
