@@ -1,6 +1,7 @@
 // Ranks as forked processes joined by a FileBootstrap, for transport tests
 // (tests/rdma, tests/tcp): a real process per rank, so that a rank can die,
-// be killed or leave while the others carry on.
+// be killed or leave while the others carry on. And what those tests share
+// inside a rank.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,8 +22,15 @@
 
 #include "error.hpp"
 #include "tests/rdma/file_bootstrap.hpp"
+#include "transport/transport.hpp"
 
 namespace coll::test {
+
+inline std::chrono::steady_clock::time_point deadline_after(double seconds) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
 
 // This process's rank in a forked child; -1 in the gtest parent.
 inline int g_child_rank = -1;
@@ -78,9 +86,7 @@ inline std::vector<int> run_forked_ranks(const char* tag, int size, const Forked
   }
   std::vector<int> statuses(size_t(size), -1);
   std::vector<bool> done(size_t(size), false);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(bound_s));
+  const auto deadline = deadline_after(bound_s);
   int remaining = size;
   while (remaining > 0) {
     for (int r = 0; r < size; ++r) {
@@ -108,6 +114,26 @@ inline std::vector<int> run_forked_ranks(const char* tag, int size, const Forked
 inline void expect_all_succeeded(const std::vector<int>& statuses) {
   for (size_t r = 0; r < statuses.size(); ++r)
     EXPECT_EQ(statuses[r], 0) << "rank " << r << " failed (see its stderr above)";
+}
+
+// In a rank: every rank publishes one region (none: null); returns all, by
+// rank.
+inline std::vector<RemoteRegion> exchange_regions(Bootstrap& boot, const MemoryRegion* mine,
+                                                  double timeout_s = 60) {
+  RemoteRegion region{};
+  if (mine) region = {reinterpret_cast<uint64_t>(mine->addr), mine->length, mine->rkey};
+  const auto blobs =
+      boot.allgather(std::string(reinterpret_cast<const char*>(&region), sizeof region), timeout_s);
+  std::vector<RemoteRegion> all(blobs.size());
+  for (size_t r = 0; r < blobs.size(); ++r)
+    if (blobs[r].size() == sizeof(RemoteRegion))
+      std::memcpy(&all[r], blobs[r].data(), sizeof(RemoteRegion));
+  return all;
+}
+
+// Byte i of the data `source` writes in its block (or iteration) `block`.
+inline uint8_t pattern(int source, int block, size_t i) {
+  return uint8_t(source * 131 + block * 7 + int(i % 251));
 }
 
 }  // namespace coll::test

@@ -33,12 +33,22 @@
 namespace coll {
 namespace {
 
+using test::deadline_after;
+using test::exchange_regions;
 using test::expect_all_succeeded;
 using test::FileBootstrap;
+using test::pattern;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kSetupTimeout = 60;  // seconds; TCG emulation is slow
 constexpr double kWaitTimeout = 60;
+
+std::unique_ptr<Transport> make_transport(FileBootstrap& boot, size_t window_bytes = 0) {
+  TransportOptions options;
+  options.window_bytes = window_bytes;
+  options.timeout_s = kSetupTimeout;
+  return make_rdma_transport(boot, options);
+}
 
 bool rdma_device_present() {
   int count = 0;
@@ -88,8 +98,7 @@ class Driver {
   // Waits (bounded) until a word of local memory that peers write holds
   // `expected`.
   bool wait_word(const uint64_t* word, uint64_t expected, int peer) {
-    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(kWaitTimeout));
+    auto deadline = deadline_after(kWaitTimeout);
     uint64_t spins = 0;
     while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != expected) {
       if (!progress()) return report("error completion while waiting for a flag");
@@ -107,8 +116,7 @@ class Driver {
   }
 
   bool wait_completion(uint64_t context) {
-    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(kWaitTimeout));
+    auto deadline = deadline_after(kWaitTimeout);
     for (;;) {
       for (size_t i = 0; i < done_.size(); ++i) {
         if (done_[i] == context) {
@@ -138,24 +146,6 @@ class Driver {
   std::vector<uint64_t> done_;
 };
 
-// Every rank publishes one registered region; returns all, by rank.
-std::vector<RemoteRegion> exchange_regions(Bootstrap& boot, const MemoryRegion& mine) {
-  RemoteRegion region{reinterpret_cast<uint64_t>(mine.addr), mine.length, mine.rkey};
-  std::string blob(reinterpret_cast<const char*>(&region), sizeof region);
-  std::vector<std::string> blobs = boot.allgather(blob, kSetupTimeout);
-  std::vector<RemoteRegion> all(blobs.size());
-  for (size_t r = 0; r < blobs.size(); ++r) {
-    if (blobs[r].size() == sizeof(RemoteRegion)) {
-      std::memcpy(&all[r], blobs[r].data(), sizeof(RemoteRegion));
-    }
-  }
-  return all;
-}
-
-uint8_t pattern_byte(int source, int iteration, size_t i) {
-  return static_cast<uint8_t>(source * 131 + iteration * 7 + static_cast<int>(i % 251));
-}
-
 // ---------------------------------------------------------------- data + flag
 
 struct ExchangeCase {
@@ -183,10 +173,7 @@ int data_then_flag_rank(FileBootstrap& boot, const char* knob) {
   const size_t credits_offset = flags_offset + static_cast<size_t>(n) * 8;
   const size_t window_bytes = credits_offset + static_cast<size_t>(n) * 8;
 
-  TransportOptions options;
-  options.window_bytes = window_bytes;
-  options.timeout_s = kSetupTimeout;
-  std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+  std::unique_ptr<Transport> transport = make_transport(boot, window_bytes);
   CHILD_CHECK(std::strcmp(transport->name(), "rdma") == 0, "name %s", transport->name());
   CHILD_CHECK(transport->rank() == me && transport->size() == n, "rank/size");
   CHILD_CHECK(transport->needs_local_registration(), "RDMA needs registered sources");
@@ -200,7 +187,7 @@ int data_then_flag_rank(FileBootstrap& boot, const char* knob) {
   CHILD_CHECK(window_mr->addr == window && window_mr->length == window_bytes, "window region");
   std::vector<uint8_t> source(kChunk);
   MemoryRegion* source_mr = transport->reg_write(source.data(), source.size());
-  std::vector<RemoteRegion> remote = exchange_regions(boot, *window_mr);
+  std::vector<RemoteRegion> remote = exchange_regions(boot, window_mr, kSetupTimeout);
   auto* flags = reinterpret_cast<uint64_t*>(window + flags_offset);
   auto* credits = reinterpret_cast<uint64_t*>(window + credits_offset);
   Driver driver(*transport);
@@ -211,7 +198,7 @@ int data_then_flag_rank(FileBootstrap& boot, const char* knob) {
       CHILD_CHECK(driver.wait_word(&credits[peer], static_cast<uint64_t>(iteration - 1), peer),
                   "credit from rank %d for iteration %d", peer, iteration - 1);
     }
-    for (size_t i = 0; i < kChunk; ++i) source[i] = pattern_byte(me, iteration, i);
+    for (size_t i = 0; i < kChunk; ++i) source[i] = pattern(me, iteration, i);
     for (int peer = 0; peer < n; ++peer) {
       if (peer == me) continue;
       const RemoteRegion& target = remote[static_cast<size_t>(peer)];
@@ -232,9 +219,9 @@ int data_then_flag_rank(FileBootstrap& boot, const char* knob) {
                   "flag from rank %d, iteration %d", peer, iteration);
       const uint8_t* chunk = window + static_cast<size_t>(peer) * kChunk;
       for (size_t i = 0; i < kChunk; ++i) {
-        CHILD_CHECK(chunk[i] == pattern_byte(peer, iteration, i),
+        CHILD_CHECK(chunk[i] == pattern(peer, iteration, i),
                     "iteration %d: byte %zu from rank %d is %u, expected %u: data behind its flag",
-                    iteration, i, peer, chunk[i], pattern_byte(peer, iteration, i));
+                    iteration, i, peer, chunk[i], pattern(peer, iteration, i));
       }
       uint64_t credit = static_cast<uint64_t>(iteration);
       CHILD_CHECK(transport->post_write(peer, 0, &credit, sizeof credit, nullptr, 0,
@@ -286,13 +273,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST_F(RdmaTransportTest, BurstLongerThanTheSendQueueLandsInOrder) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     constexpr uint64_t kWrites = 2000;
-    TransportOptions options;
-    options.window_bytes = 4096;
-    options.timeout_s = kSetupTimeout;
-    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    constexpr size_t kWindow = 4096;
+    std::unique_ptr<Transport> transport = make_transport(boot, kWindow);
     auto* words = static_cast<uint64_t*>(transport->window_base());
-    MemoryRegion* window_mr = transport->reg_write(words, options.window_bytes);
-    std::vector<RemoteRegion> remote = exchange_regions(boot, *window_mr);
+    MemoryRegion* window_mr = transport->reg_write(words, kWindow);
+    std::vector<RemoteRegion> remote = exchange_regions(boot, window_mr, kSetupTimeout);
     Driver driver(*transport);
     const int me = boot.rank();
     const int peer = 1 - me;
@@ -328,15 +313,13 @@ TEST_F(RdmaTransportTest, BurstLongerThanTheSendQueueLandsInOrder) {
 
 TEST_F(RdmaTransportTest, RejectsBadArgumentsAndWritesToItself) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
-    TransportOptions options;
-    options.window_bytes = 8192;
-    options.timeout_s = kSetupTimeout;
-    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    constexpr size_t kWindow = 8192;
+    std::unique_ptr<Transport> transport = make_transport(boot, kWindow);
     auto* window = static_cast<uint8_t*>(transport->window_base());
-    MemoryRegion* window_mr = transport->reg_write(window, options.window_bytes);
+    MemoryRegion* window_mr = transport->reg_write(window, kWindow);
     const int me = boot.rank();
     const int peer = 1 - me;
-    std::vector<RemoteRegion> remote = exchange_regions(boot, *window_mr);
+    std::vector<RemoteRegion> remote = exchange_regions(boot, window_mr, kSetupTimeout);
     std::vector<uint8_t> big(4096, 1);
     // Too large to go inline, and not registered.
     errno = 0;
@@ -378,13 +361,11 @@ TEST_F(RdmaTransportTest, RejectsBadArgumentsAndWritesToItself) {
 // failed from then on.
 TEST_F(RdmaTransportTest, WriteAfterDeregFailsAndNeverLands) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
-    TransportOptions options;
-    options.timeout_s = kSetupTimeout;
-    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    std::unique_ptr<Transport> transport = make_transport(boot);
     const int me = boot.rank();
     std::vector<uint8_t> buffer(4096, me == 1 ? 0xab : 0xcd);
     MemoryRegion* mr = transport->reg_write(buffer.data(), buffer.size());
-    std::vector<RemoteRegion> remote = exchange_regions(boot, *mr);
+    std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
     if (me == 1) CHILD_CHECK(transport->dereg(mr) == 0, "dereg: %s", std::strerror(errno));
     boot.barrier(kSetupTimeout);  // rank 1's region is gone
     if (me == 0) {
@@ -449,9 +430,7 @@ TEST_F(RdmaTransportTest, RegistrationOverTheLockedMemoryLimitNamesUlimit) {
     CHILD_CHECK(drop_ipc_lock_capability(), "capset: %s", std::strerror(errno));
     rlimit small{64 * 1024, 64 * 1024};
     CHILD_CHECK(setrlimit(RLIMIT_MEMLOCK, &small) == 0, "setrlimit: %s", std::strerror(errno));
-    TransportOptions options;
-    options.timeout_s = kSetupTimeout;
-    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    std::unique_ptr<Transport> transport = make_transport(boot);
     std::vector<uint8_t> fits(4096);
     MemoryRegion* small_mr = transport->reg_write(fits.data(), fits.size());
     std::vector<uint8_t> too_big(4 << 20);
@@ -473,9 +452,7 @@ TEST_F(RdmaTransportTest, RegistrationOverTheLockedMemoryLimitNamesUlimit) {
 
 TEST_F(RdmaTransportTest, PeerThatExitsIsReportedLost) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
-    TransportOptions options;
-    options.timeout_s = kSetupTimeout;
-    std::unique_ptr<Transport> transport = make_rdma_transport(boot, options);
+    std::unique_ptr<Transport> transport = make_transport(boot);
     boot.barrier(kSetupTimeout);
     if (boot.rank() == 1) {
       std::fflush(nullptr);

@@ -36,17 +36,15 @@
 namespace coll {
 namespace {
 
+using test::deadline_after;
+using test::exchange_regions;
 using test::expect_all_succeeded;
 using test::FileBootstrap;
+using test::pattern;
 using Clock = std::chrono::steady_clock;
 using tcp_wire::FrameHeader;
 
 constexpr double kTimeout = 60;  // bound of every wait in a rank, seconds
-
-Clock::time_point deadline_after(double seconds) {
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
 
 struct Rank {
   FileBootstrap& boot;
@@ -86,19 +84,6 @@ TransportOptions options(size_t window_bytes = 64 * 1024) {
   o.window_bytes = window_bytes;
   o.timeout_s = kTimeout;
   return o;
-}
-
-// Every rank publishes one region; returns all, by rank.
-std::vector<RemoteRegion> exchange_regions(Bootstrap& boot, const MemoryRegion* mine) {
-  RemoteRegion region{};
-  if (mine) region = {reinterpret_cast<uint64_t>(mine->addr), mine->length, mine->rkey};
-  const auto blobs =
-      boot.allgather(std::string(reinterpret_cast<const char*>(&region), sizeof region), kTimeout);
-  std::vector<RemoteRegion> all(blobs.size());
-  for (size_t r = 0; r < blobs.size(); ++r)
-    if (blobs[r].size() == sizeof(RemoteRegion))
-      std::memcpy(&all[r], blobs[r].data(), sizeof(RemoteRegion));
-  return all;
 }
 
 // Polls (and every few ms asks check_peer) until ready() or an error.
@@ -215,10 +200,6 @@ class GuardedBuffer {
   size_t length_, page_ = 0, inner_ = 0, total_ = 0;
   uint8_t* base_ = nullptr;
 };
-
-uint8_t pattern(int source, int block, size_t i) {
-  return uint8_t(source * 131 + block * 7 + int(i % 251));
-}
 
 // ------------------------------------------------------------ ordering
 
@@ -383,26 +364,9 @@ enum class BadWrite {
   kAbsurdLength,  // 2^62 bytes: refused from the header, before any payload
   kWrapAround,    // address near 2^64: the sum wraps
 };
-
-const char* bad_write_name(BadWrite b) {
-  switch (b) {
-    case BadWrite::kDeregistered:
-      return "Deregistered";
-    case BadWrite::kUnknownRkey:
-      return "UnknownRkey";
-    case BadWrite::kBeforeRegion:
-      return "BeforeRegion";
-    case BadWrite::kPastEnd:
-      return "PastEnd";
-    case BadWrite::kTooLong:
-      return "TooLong";
-    case BadWrite::kAbsurdLength:
-      return "AbsurdLength";
-    case BadWrite::kWrapAround:
-      return "WrapAround";
-  }
-  return "?";
-}
+// Test names, in the order of BadWrite.
+const char* const kBadWriteNames[] = {"Deregistered", "UnknownRkey",  "BeforeRegion", "PastEnd",
+                                      "TooLong",      "AbsurdLength", "WrapAround"};
 
 class RefusedWrite : public ::testing::TestWithParam<BadWrite> {};
 
@@ -510,9 +474,8 @@ class Impostor {
     return true;
   }
 
-  static bool greet(int fd, const tcp_wire::Address& peer, uint64_t token) {
+  static bool greet(int fd, uint64_t token) {
     const tcp_wire::Hello hello{tcp_wire::kHelloMagic, 0, 2, token};
-    (void)peer;
     return send_all(fd, &hello, sizeof hello);
   }
 
@@ -551,8 +514,7 @@ int impostor_for_refused_write(Rank& rank, BadWrite bad) {
   Impostor imp(rank);
   const tcp_wire::Address peer = imp.join();
   int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer, peer.token), "connect: %s",
-              std::strerror(errno));
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer.token), "connect: %s", std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   rank.boot.barrier(kTimeout);
   uint64_t addr = remote[1].addr, length = uint64_t(1) << 62;
@@ -582,7 +544,9 @@ INSTANTIATE_TEST_SUITE_P(Tcp, RefusedWrite,
                                            BadWrite::kBeforeRegion, BadWrite::kPastEnd,
                                            BadWrite::kTooLong, BadWrite::kAbsurdLength,
                                            BadWrite::kWrapAround),
-                         [](const auto& info) { return std::string(bad_write_name(info.param)); });
+                         [](const auto& info) {
+                           return std::string(kBadWriteNames[int(info.param)]);
+                         });
 
 // What an impostor rank 0 sends after setup, and what the real rank 1 must
 // conclude.
@@ -597,30 +561,10 @@ enum class Injection {
   kValidThenGarbage,  // a valid flag write lands, then garbage
   kValidThenClose,    // a valid write lands, then the connection closes
 };
-
-const char* injection_name(Injection i) {
-  switch (i) {
-    case Injection::kGarbage:
-      return "Garbage";
-    case Injection::kBadMagic:
-      return "BadMagic";
-    case Injection::kUnknownType:
-      return "UnknownType";
-    case Injection::kReservedSet:
-      return "ReservedSet";
-    case Injection::kHugeAbort:
-      return "HugeAbort";
-    case Injection::kTruncatedHeader:
-      return "TruncatedHeader";
-    case Injection::kTruncatedPayload:
-      return "TruncatedPayload";
-    case Injection::kValidThenGarbage:
-      return "ValidThenGarbage";
-    case Injection::kValidThenClose:
-      return "ValidThenClose";
-  }
-  return "?";
-}
+// Test names, in the order of Injection.
+const char* const kInjectionNames[] = {"Garbage",          "BadMagic",         "UnknownType",
+                                       "ReservedSet",      "HugeAbort",        "TruncatedHeader",
+                                       "TruncatedPayload", "ValidThenGarbage", "ValidThenClose"};
 
 constexpr uint64_t kValidValue = 0x0123456789abcdefull;
 
@@ -628,8 +572,7 @@ int inject(Rank& rank, Injection what) {
   Impostor imp(rank);
   const tcp_wire::Address peer = imp.join();
   int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer, peer.token), "connect: %s",
-              std::strerror(errno));
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer.token), "connect: %s", std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   const RemoteRegion target = remote[1];
   const uint64_t eight = 0xdeadbeefdeadbeefull;
@@ -725,14 +668,13 @@ TEST_P(InjectedBytes, AreAnErrorNotACrashNorAWrite) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tcp, InjectedBytes,
-                         ::testing::Values(Injection::kGarbage, Injection::kBadMagic,
-                                           Injection::kUnknownType, Injection::kReservedSet,
-                                           Injection::kHugeAbort, Injection::kTruncatedHeader,
-                                           Injection::kTruncatedPayload,
-                                           Injection::kValidThenGarbage,
-                                           Injection::kValidThenClose),
-                         [](const auto& info) { return std::string(injection_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(
+    Tcp, InjectedBytes,
+    ::testing::Values(Injection::kGarbage, Injection::kBadMagic, Injection::kUnknownType,
+                      Injection::kReservedSet, Injection::kHugeAbort, Injection::kTruncatedHeader,
+                      Injection::kTruncatedPayload, Injection::kValidThenGarbage,
+                      Injection::kValidThenClose),
+    [](const auto& info) { return std::string(kInjectionNames[int(info.param)]); });
 
 // Strangers on the listening port during setup - garbage, a wrong token, a
 // silent connection that closes - are dropped, and the real rank 0 gets in.
@@ -761,12 +703,12 @@ TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
     int junk = Impostor::dial(peer);
     CHILD_CHECK(junk >= 0 && Impostor::send_all(junk, "hello there, this is no hello", 29), "junk");
     int wrong = Impostor::dial(peer);
-    CHILD_CHECK(wrong >= 0 && Impostor::greet(wrong, peer, peer.token + 1), "wrong token");
+    CHILD_CHECK(wrong >= 0 && Impostor::greet(wrong, peer.token + 1), "wrong token");
     int silent = Impostor::dial(peer);
     CHILD_CHECK(silent >= 0, "silent");
     close(silent);
     int fd = Impostor::dial(peer);
-    CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer, peer.token), "the real hello");
+    CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer.token), "the real hello");
     const auto remote = exchange_regions(rank.boot, nullptr);
     // Rank 1's setup is over (it traded regions): its port must be closed.
     errno = 0;
