@@ -1,7 +1,5 @@
 #include "communicator.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -15,40 +13,6 @@ namespace coll {
 namespace {
 
 constexpr size_t kUnpinnedCacheBytes = size_t(1) << 40;
-
-// The ranks of this rank's host, and the CPUs they may run on together (the
-// union of their affinity masks): one bootstrap round. Under a launcher
-// that binds every rank to its own core each rank sees one CPU, so its own
-// mask alone would call the host oversubscribed.
-struct HostShare {
-  int ranks = 1;
-  int cpus = 1;
-};
-
-HostShare host_share(Bootstrap& boot, double timeout_s) {
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_SET(0, &mine);
-  std::string record(reinterpret_cast<const char*>(&mine), sizeof mine);
-  record += host_identity();
-  const std::vector<std::string> all = boot.allgather(record, timeout_s);
-  HostShare share;
-  share.ranks = 0;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  for (const std::string& r : all) {
-    if (r.size() < sizeof(cpu_set_t))
-      fail(COLL_ERR_INTERNAL, "host exchange: a record of %zu bytes", r.size());
-    if (r.compare(sizeof(cpu_set_t), std::string::npos, record, sizeof(cpu_set_t)) != 0)
-      continue;
-    cpu_set_t theirs;
-    std::memcpy(&theirs, r.data(), sizeof theirs);
-    CPU_OR(&cpus, &cpus, &theirs);
-    ++share.ranks;
-  }
-  share.cpus = std::max(1, CPU_COUNT(&cpus));
-  return share;
-}
 
 bool overlaps(const void* a, const void* b, size_t len) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
@@ -81,7 +45,8 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
   TransportOptions topts;
   topts.window_bytes = layout.window_bytes();
   topts.timeout_s = config_.timeout_s;
-  transport_ = make_transport(config_.transport, *boot_, topts);
+  const HostMap host = gather_host_map(*boot_, config_.timeout_s);
+  transport_ = make_transport(config_.transport, *boot_, topts, host.hosts);
 
   // The window is registered once, here, and its {addr, rkey} traded.
   window_mr_ = transport_->reg_write(transport_->window_base(), layout.window_bytes());
@@ -107,8 +72,7 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
   // Ranks that outnumber the cores of their host must not spin: the peer a
   // rank waits for may need its core.
-  const HostShare host = host_share(*boot_, config_.timeout_s);
-  const bool oversubscribed = host.ranks > host.cpus;
+  const bool oversubscribed = host.local_ranks > host.local_cpus;
   const uint64_t spin = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
   channel_ = std::make_unique<Channel>(
       *transport_, layout, window_mr_, std::move(peers), config_.timeout_s, *cache_,
@@ -120,7 +84,7 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
                  "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B, "
                  "reduce kernels %s, %d ranks on %d cpus of this host: %s\n",
                  rank(), size(), boot_->name(), transport_->describe().c_str(), layout.num_slots,
-                 layout.slot_bytes, reduce_kernels_name(), host.ranks, host.cpus,
+                 layout.slot_bytes, reduce_kernels_name(), host.local_ranks, host.local_cpus,
                  oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first");
 }
 

@@ -16,8 +16,18 @@ class Bootstrap;
 // job whose ranks share a kernel but not /dev/shm (containers) can say so.
 std::string host_identity();
 
-// Every rank's host_identity(), indexed by rank: one bootstrap allgather,
-// so every rank must call it at the same point of setup.
-std::vector<std::string> gather_host_identities(Bootstrap& boot, double timeout_s);
+// What one bootstrap round tells about the hosts: every rank's
+// host_identity() (indexed by rank), and for this rank's host how many ranks
+// share it and how many CPUs they may run on together (the union of their
+// affinity masks: under a launcher that binds each rank to its own core a
+// rank sees one CPU, so its own mask alone would call the host
+// oversubscribed). One allgather, so every rank must call it at the same
+// point of setup.
+struct HostMap {
+  std::vector<std::string> hosts;
+  int local_ranks = 1;
+  int local_cpus = 1;
+};
+HostMap gather_host_map(Bootstrap& boot, double timeout_s);
 
 }  // namespace coll

@@ -10,7 +10,7 @@
 
 namespace coll {
 
-// hosts[r]: rank r's host_identity() (gather_host_identities). Every rank
+// hosts[r]: rank r's host_identity() (gather_host_map). Every rank
 // must pass the same list.
 std::unique_ptr<Transport> make_hybrid_transport(Bootstrap& boot, const TransportOptions& opts,
                                                  const std::vector<std::string>& hosts);

@@ -2,7 +2,6 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
-#include "transport/host_identity.hpp"
 #include "transport/hybrid_transport.hpp"
 #include "transport/tcp_transport.hpp"
 
@@ -19,7 +18,8 @@ std::unique_ptr<Transport> make_rdma_transport(Bootstrap&, const TransportOption
 #endif
 
 std::unique_ptr<Transport> make_transport(const std::string& name, Bootstrap& boot,
-                                          const TransportOptions& opts) {
+                                          const TransportOptions& opts,
+                                          const std::vector<std::string>& hosts) {
   if (name == "shm") return make_shm_transport(boot, opts);
   if (name == "rdma") return make_rdma_transport(boot, opts);
   // Every pair over TCP, also on one host (that is how CI tests tcp).
@@ -28,7 +28,6 @@ std::unique_ptr<Transport> make_transport(const std::string& name, Bootstrap& bo
     // Each peer pair uses the best path it has: shared memory on one host;
     // between hosts RDMA when every rank has a device, else TCP.
     if (boot.size() == 1 && name != "shm+tcp") return make_shm_transport(boot, opts);
-    const std::vector<std::string> hosts = gather_host_identities(boot, opts.timeout_s);
     bool one_host = true;
     for (const std::string& h : hosts) one_host = one_host && h == hosts.front();
     if (one_host && name != "shm+tcp") return make_shm_transport(boot, opts);

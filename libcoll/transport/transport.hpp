@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace coll {
 
@@ -129,9 +130,11 @@ bool rdma_device_available();
 
 // By name ("shm", "tcp", "shm+tcp", "rdma"), or the best available for
 // "" / "auto": shm on one host; across hosts rdma when every rank has a
-// device, else shm within a host and tcp between hosts.
+// device, else shm within a host and tcp between hosts. hosts[r]: rank r's
+// host_identity() (gather_host_map).
 std::unique_ptr<Transport> make_transport(const std::string& name,
                                           Bootstrap& boot,
-                                          const TransportOptions& opts);
+                                          const TransportOptions& opts,
+                                          const std::vector<std::string>& hosts);
 
 }  // namespace coll
