@@ -58,6 +58,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       rank_(transport.rank()),
       size_(transport.size()),
       window_(static_cast<char*>(window_mr->addr)),
+      needs_registration_(transport.needs_local_registration()),
       sent_(size_t(size_), 0),
       received_(size_t(size_), 0),
       exposed_to_(size_t(size_), 0),
@@ -178,7 +179,7 @@ const MemoryRegion* Channel::local_region(const void* src, size_t len) const {
 
 void Channel::post_data(int peer, const void* src, size_t len, uint64_t remote_addr,
                         uint32_t rkey) {
-  if (!transport_.needs_local_registration()) {
+  if (!needs_registration_) {
     post(peer, 0, src, len, nullptr, 0, remote_addr, rkey);
     return;
   }

@@ -87,7 +87,7 @@ class Channel {
   int size() const { return size_; }
   size_t slot_bytes() const { return layout_.slot_bytes; }
   double timeout_s() const { return timeout_s_; }
-  bool needs_local_registration() const { return transport_.needs_local_registration(); }
+  bool needs_local_registration() const { return needs_registration_; }
   // Whether a call moving `bytes` should use the zero-copy messages.
   bool zero_copy(size_t bytes) const { return zcopy_threshold_ && bytes >= zcopy_threshold_; }
 
@@ -165,6 +165,7 @@ class Channel {
   int rank_;
   int size_;
   char* window_;
+  bool needs_registration_;  // transport_.needs_local_registration(), asked once
   std::vector<uint64_t> sent_;           // messages sent to each peer
   std::vector<uint64_t> received_;       // messages released from each peer
   std::vector<uint64_t> exposed_to_;     // buffers exposed to each peer
