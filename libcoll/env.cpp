@@ -46,6 +46,23 @@ std::string env_string(const char* name, const char* fallback) {
   return (v && *v) ? std::string(v) : std::string(fallback);
 }
 
+std::vector<std::string> env_list(const char* name) {
+  std::vector<std::string> items;
+  const std::string text = env_string(name);
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const size_t first = text.find_first_not_of(" \t", start);
+    if (first < comma) {
+      const size_t last = text.find_last_not_of(" \t", comma - 1);
+      items.push_back(text.substr(first, last - first + 1));
+    }
+    start = comma + 1;
+  }
+  return items;
+}
+
 Config load_config() {
   Config c;
   c.transport = env_string("COLL_TRANSPORT");

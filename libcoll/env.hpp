@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace coll {
 
@@ -38,5 +39,9 @@ Config load_config();
 
 // Environment helpers (empty/absent -> fallback).
 std::string env_string(const char* name, const char* fallback = "");
+// A comma-separated list ("a, b,c"): items trimmed of blanks, empty ones
+// dropped; absent -> empty. For per-rank choices (rank r takes item
+// r % size): COLL_TCP_ADDR, COLL_RDMA_ADDR, COLL_RDMA_DEVICE.
+std::vector<std::string> env_list(const char* name);
 
 }  // namespace coll

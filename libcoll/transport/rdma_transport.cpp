@@ -78,6 +78,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "env.hpp"
 #include "error.hpp"
 #include "regcache.hpp"  // describe_memlock_limit
 #include "transport/transport.hpp"
@@ -145,19 +146,6 @@ struct RdmaMemoryRegion : MemoryRegion {
 
 // ---------------------------------------------------------------- knobs
 
-std::vector<std::string> split_list(const char* text) {
-  std::vector<std::string> items;
-  if (text == nullptr) return items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
 bool env_flag(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
@@ -214,11 +202,11 @@ std::string describe(const std::vector<LocalAddress>& addresses) {
 }
 
 std::string choose_local_address(int rank) {
-  std::vector<std::string> addresses = split_list(std::getenv("COLL_RDMA_ADDR"));
+  std::vector<std::string> addresses = env_list("COLL_RDMA_ADDR");
   if (!addresses.empty()) return addresses[static_cast<size_t>(rank) % addresses.size()];
 
   std::vector<LocalAddress> capable = rdma_capable_ipv4_addresses();
-  std::vector<std::string> devices = split_list(std::getenv("COLL_RDMA_DEVICE"));
+  std::vector<std::string> devices = env_list("COLL_RDMA_DEVICE");
   if (!devices.empty()) {
     const std::string& wanted = devices[static_cast<size_t>(rank) % devices.size()];
     for (const LocalAddress& a : capable) {
@@ -919,7 +907,7 @@ void RdmaTransport::mark_failed(int status, int peer, std::string message) {
 }  // namespace
 
 bool rdma_device_available() {
-  return !split_list(std::getenv("COLL_RDMA_ADDR")).empty() ||
+  return !env_list("COLL_RDMA_ADDR").empty() ||
          !rdma_capable_ipv4_addresses().empty();
 }
 

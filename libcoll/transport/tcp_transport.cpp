@@ -105,18 +105,6 @@ int millis_until(Clock::time_point deadline) {
   return int(std::clamp<long long>(left.count(), 0, 100));
 }
 
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    if (comma > start) out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 std::string ip_string(const in_addr& a) {
   char text[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &a, text, sizeof text);
@@ -344,7 +332,7 @@ class TcpTransport final : public Transport {
     const std::string iface_knob = env_string("COLL_TCP_IFACE");
     if (!addr_knob.empty()) {
       bool bound = false;
-      for (const std::string& a : split_list(addr_knob)) {
+      for (const std::string& a : env_list("COLL_TCP_ADDR")) {
         if (inet_pton(AF_INET, a.c_str(), &sa.sin_addr) != 1)
           fail(COLL_ERR_INVALID_ARG, "COLL_TCP_ADDR=%s: %s is not an IPv4 address",
                addr_knob.c_str(), a.c_str());
