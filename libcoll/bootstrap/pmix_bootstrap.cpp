@@ -195,7 +195,9 @@ class PmixBootstrap final : public Bootstrap {
     double bounded = std::clamp(std::isnan(timeout_s) ? 0.0 : timeout_s, 0.0, 1e9);
     bool done = state->finished.wait_for(lock, std::chrono::duration<double>(bounded),
                                          [&] { return state->done; });
-    if (!done)
+    // Our wait and the PMIx server's PMIX_TIMEOUT run out at about the same
+    // moment: whichever comes first, the same message.
+    if (!done || state->status == PMIX_ERR_TIMEOUT)
       fail(COLL_ERR_TIMEOUT,
            "bootstrap allgather (PMIx fence for %s, rank %u of %d, namespace "
            "%s) timed out after %g s: a rank did not reach it",
