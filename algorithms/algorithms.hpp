@@ -1,83 +1,114 @@
-// The collective algorithms and their registry. Algorithms are written on
-// Channel (send / recv / release) only: no transport header is included.
+// The collectives and their algorithms: one generic registry. Algorithms
+// are written on Channel (send / recv / release, co_awaited) only: no
+// transport header is included.
+//
+// A collective is one descriptor (registry.cpp): its name, the knob that
+// forces an algorithm (COLL_<NAME>_ALGO), its argument check, what happens
+// on one rank or with no data, the user buffers a call touches, and its
+// algorithms. Dispatch, forcing, coll_comm_last_algorithm, the tuning file
+// (selection.hpp) and the benchmark all read it. Adding a collective: an
+// enumerator below, a descriptor in registry.cpp, its algorithm files, its
+// default rules in default_tuning.cpp, and its entry points in the API.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "datatype.hpp"
+#include "task.hpp"
 
 namespace coll {
 
 class Channel;
 
-struct AllreduceArgs {
-  const void* sendbuf;  // == recvbuf when in place
-  void* recvbuf;
-  size_t count;      // elements
-  size_t elem_size;  // bytes per element
-  ReduceFn reduce;
+enum class Coll { kAllreduce, kBcast, kBarrier, kAllgather };
+inline constexpr int kCollCount = 4;
+
+// The arguments of any collective (the union of what they take, as UCC's
+// ucc_coll_args). The API fills the raw fields; the descriptor's check
+// validates them and fills the derived ones.
+struct Args {
+  // raw
+  const void* sendbuf = nullptr;  // COLL_IN_PLACE: the check replaces it
+  void* recvbuf = nullptr;
+  size_t count = 0;  // elements (allgather: per rank)
+  int datatype = 0;
+  int op = 0;
+  int root = 0;
+  // derived
+  size_t elem_size = 0;  // bytes per element
+  ReduceFn reduce = nullptr;
+  size_t bytes = 0;  // what the selection table is keyed by
+
+  size_t count_bytes() const { return count * elem_size; }
 };
 
-struct BcastArgs {
-  void* buf;
-  size_t bytes;
-  int root;
-};
+// The communicator runs an algorithm only with at least two ranks and, for
+// the collectives that carry data, at least one element: a call on one rank
+// or of no data is handled by the descriptor's `local`. It flushes the
+// channel after the algorithm returns, so an algorithm flushes only where it
+// overwrites the source of a send.
+using AlgorithmFn = Task (*)(Channel&, const Args&);
 
-// The communicator runs an algorithm only with at least two ranks and at
-// least one element: a call on one rank or of no data never reaches it.
-// It flushes the channel after the algorithm returns (Channel::finish), so
-// an algorithm flushes only where it overwrites the source of a send.
-using AllreduceFn = void (*)(Channel&, const AllreduceArgs&);
-using BcastFn = void (*)(Channel&, const BcastArgs&);
-
-void ring_allreduce(Channel& ch, const AllreduceArgs& args);
-void ring_bcast(Channel& ch, const BcastArgs& args);
-void dissemination_barrier(Channel& ch);
-void tree_barrier(Channel& ch);
-
-void tree_allreduce(Channel& ch, const AllreduceArgs& args);
-void binomial_allreduce(Channel& ch, const AllreduceArgs& args);
-void recursive_doubling_allreduce(Channel& ch, const AllreduceArgs& args);
-void rabenseifner_allreduce(Channel& ch, const AllreduceArgs& args);
-void binomial_bcast(Channel& ch, const BcastArgs& args);
-void tree_bcast(Channel& ch, const BcastArgs& args);
-void scatter_allgather_bcast(Channel& ch, const BcastArgs& args);
-void linear_bcast(Channel& ch, const BcastArgs& args);
-
-struct AllreduceAlgorithm {
+struct Algorithm {
   const char* name;
-  AllreduceFn run;
-};
-struct BcastAlgorithm {
-  const char* name;
-  BcastFn run;
+  AlgorithmFn run;
 };
 
-// Lookup by name; throws coll::Error(COLL_ERR_INVALID_ARG) listing the
-// valid names when the name is unknown.
-const AllreduceAlgorithm& find_allreduce(const std::string& name);
-const BcastAlgorithm& find_bcast(const std::string& name);
+struct CollectiveInfo {
+  Coll id;
+  const char* name;  // "allreduce"
+  const char* knob;  // "COLL_ALLREDUCE_ALGO"
+  // Validates args for a communicator of comm_size ranks and fills the
+  // derived fields; throws Error(COLL_ERR_INVALID_ARG) with the values.
+  void (*check)(Args& args, int comm_size, int comm_rank);
+  // True when the call moves nothing (count 0): it then returns at once.
+  bool (*empty)(const Args& args);
+  // The call on a communicator of one rank.
+  void (*local)(const Args& args);
+  // The user buffers of the call (pinned where the transport needs it).
+  std::vector<std::pair<const void*, size_t>> (*buffers)(const Args& args, int comm_size);
+  const Algorithm* algorithms;
+  size_t num_algorithms;
+};
+
+const CollectiveInfo& collective_info(Coll c);
+// By name ("allreduce"): nullptr when unknown.
+const CollectiveInfo* find_collective(const std::string& name);
+// Every collective's name, ", "-separated, for messages.
+std::string collective_names();
 
 // Lookup by name: nullptr when the name is unknown.
-const AllreduceAlgorithm* lookup_allreduce(const std::string& name);
-const BcastAlgorithm* lookup_bcast(const std::string& name);
+const Algorithm* lookup_algorithm(Coll c, const std::string& name);
+// Throws coll::Error(COLL_ERR_INVALID_ARG) "<knob>=<name>: unknown algorithm
+// (valid: ..., auto)".
+const Algorithm& find_algorithm(Coll c, const std::string& name);
 // The valid names, ", "-separated, for messages.
-std::string allreduce_names();
-std::string bcast_names();
+std::string algorithm_names(Coll c);
 
 // The automatic choice for a call of `bytes` bytes on nranks ranks, from
 // the selection table (selection.hpp): the compiled-in defaults, overridden
-// by the file COLL_TUNING_FILE names. The file is read at the first call;
-// a bad file throws coll::Error(COLL_ERR_INVALID_ARG) naming the file and
-// line (at every call until it is fixed).
-const AllreduceAlgorithm& choose_allreduce(int nranks, size_t bytes);
-const BcastAlgorithm& choose_bcast(int nranks, size_t bytes);
+// by the file COLL_TUNING_FILE names.
+const Algorithm& choose_algorithm(Coll c, int nranks, size_t bytes);
 // Builds the selection table now (reads COLL_TUNING_FILE when it is set), so
-// that a bad file fails coll_init rather than the first collective; throws
-// as choose_* would.
+// that a bad file fails coll_init rather than the first collective.
 void load_selection();
+
+// Algorithms, one per file (each with its deadlock argument on top).
+Task ring_allreduce(Channel& ch, const Args& args);
+Task tree_allreduce(Channel& ch, const Args& args);
+Task binomial_allreduce(Channel& ch, const Args& args);
+Task recursive_doubling_allreduce(Channel& ch, const Args& args);
+Task rabenseifner_allreduce(Channel& ch, const Args& args);
+Task ring_bcast(Channel& ch, const Args& args);
+Task binomial_bcast(Channel& ch, const Args& args);
+Task tree_bcast(Channel& ch, const Args& args);
+Task scatter_allgather_bcast(Channel& ch, const Args& args);
+Task linear_bcast(Channel& ch, const Args& args);
+Task tree_barrier(Channel& ch, const Args& args);
+Task dissemination_barrier(Channel& ch, const Args& args);
+Task ring_allgather(Channel& ch, const Args& args);
 
 }  // namespace coll

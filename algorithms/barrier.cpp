@@ -27,32 +27,32 @@ namespace {
 
 constexpr int kBarrierRadix = 8;
 
-void wait_for(Channel& ch, int peer) {
-  ch.recv(peer, 0);
-  ch.release(peer);
-}
-
 }  // namespace
 
-void dissemination_barrier(Channel& ch) {
+Task dissemination_barrier(Channel& ch, const Args&) {
   const int n = ch.size(), r = ch.rank();
   for (int k = 1; k < n; k <<= 1) {
-    ch.send(ring::mod(r + k, n), nullptr, 0);
-    wait_for(ch, ring::mod(r - k, n));
+    co_await ch.send(ring::mod(r + k, n), nullptr, 0);
+    co_await ch.recv(ring::mod(r - k, n), 0);
+    co_await ch.release(ring::mod(r - k, n));
   }
 }
 
-void tree_barrier(Channel& ch) {
+Task tree_barrier(Channel& ch, const Args&) {
   const int n = ch.size(), r = ch.rank();
   const int first_child = r * kBarrierRadix + 1;
   const int last_child = std::min(n - 1, r * kBarrierRadix + kBarrierRadix);
-  for (int c = first_child; c <= last_child; ++c) wait_for(ch, c);
+  for (int c = first_child; c <= last_child; ++c) {
+    co_await ch.recv(c, 0);
+    co_await ch.release(c);
+  }
   if (r > 0) {
     const int parent = (r - 1) / kBarrierRadix;
-    ch.send(parent, nullptr, 0);
-    wait_for(ch, parent);
+    co_await ch.send(parent, nullptr, 0);
+    co_await ch.recv(parent, 0);
+    co_await ch.release(parent);
   }
-  for (int c = first_child; c <= last_child; ++c) ch.send(c, nullptr, 0);
+  for (int c = first_child; c <= last_child; ++c) co_await ch.send(c, nullptr, 0);
 }
 
 }  // namespace coll

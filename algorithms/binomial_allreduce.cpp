@@ -19,7 +19,7 @@
 
 namespace coll {
 
-void binomial_allreduce(Channel& ch, const AllreduceArgs& a) {
+Task binomial_allreduce(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank();
   const size_t es = a.elem_size;
   auto* out = static_cast<char*>(a.recvbuf);
@@ -32,26 +32,26 @@ void binomial_allreduce(Channel& ch, const AllreduceArgs& a) {
     const size_t len = std::min(chunk_elems, a.count - off);
     const char* acc = in + off * es;
     for (int kid : kids) {
-      const void* data = ch.recv(kid, len * es);
+      const void* data = co_await ch.recv(kid, len * es);
       a.reduce(out + off * es, acc, data, len);
-      ch.release(kid);
+      co_await ch.release(kid);
       acc = out + off * es;
     }
-    if (parent >= 0) ch.send(parent, acc, len * es);
+    if (parent >= 0) co_await ch.send(parent, acc, len * es);
   }
   // The partial sums just sent from recvbuf (or from sendbuf, if it is
   // recvbuf) are overwritten by the broadcast: Channel::send wants them
   // unchanged until flush().
-  ch.flush();
+  co_await ch.flush();
   for (size_t off = 0; off < a.count; off += chunk_elems) {
     const size_t len = std::min(chunk_elems, a.count - off);
     if (parent >= 0) {
-      const void* data = ch.recv(parent, len * es);
+      const void* data = co_await ch.recv(parent, len * es);
       std::memcpy(out + off * es, data, len * es);
-      ch.release(parent);
+      co_await ch.release(parent);
     }
     for (auto kid = kids.rbegin(); kid != kids.rend(); ++kid)
-      ch.send(*kid, out + off * es, len * es);
+      co_await ch.send(*kid, out + off * es, len * es);
   }
 }
 

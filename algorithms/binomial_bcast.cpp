@@ -17,7 +17,7 @@
 
 namespace coll {
 
-void binomial_bcast(Channel& ch, const BcastArgs& a) {
+Task binomial_bcast(Channel& ch, const Args& a) {
   const int n = ch.size();
   const int v = binomial::relative(ch.rank(), a.root, n);
   const int parent = v == 0 ? -1 : binomial::absolute(binomial::parent(v), a.root, n);
@@ -25,16 +25,16 @@ void binomial_bcast(Channel& ch, const BcastArgs& a) {
   std::vector<int> kids = binomial::children(v, n);
   std::reverse(kids.begin(), kids.end());
   for (int& kid : kids) kid = binomial::absolute(kid, a.root, n);
-  auto* buf = static_cast<char*>(a.buf);
+  auto* buf = static_cast<char*>(a.recvbuf);
   const size_t chunk = ch.slot_bytes();
   for (size_t off = 0; off < a.bytes; off += chunk) {
     const size_t len = std::min(chunk, a.bytes - off);
     if (parent >= 0) {
-      const void* data = ch.recv(parent, len);
+      const void* data = co_await ch.recv(parent, len);
       std::memcpy(buf + off, data, len);
-      ch.release(parent);
+      co_await ch.release(parent);
     }
-    for (int kid : kids) ch.send(kid, buf + off, len);
+    for (int kid : kids) co_await ch.send(kid, buf + off, len);
   }
 }
 

@@ -61,6 +61,12 @@ bcast         3-4    0          linear
 bcast         3-4    256K       scatter_allgather
 bcast         3-4    1M         linear
 bcast         5+     0          binomial
+
+# tree: rank 0 leaves first, and two waves when ranks outnumber cores
+# (barrier.cpp); dissemination on COLL_BARRIER_ALGO.
+barrier       *      0          tree
+
+allgather     *      0          ring
 )";
 
 }  // namespace coll

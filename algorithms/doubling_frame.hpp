@@ -18,7 +18,7 @@ namespace coll {
 
 // One rank's part of the allreduce.
 struct DoublingFrame {
-  DoublingFrame(Channel& channel, const AllreduceArgs& args)
+  DoublingFrame(Channel& channel, const Args& args)
       : ch(channel),
         a(args),
         es(args.elem_size),
@@ -33,26 +33,31 @@ struct DoublingFrame {
   // Sends elements [tx, tx_end) of src to peer and receives elements
   // [rx, rx_end) from it, chunk by chunk; take(at, data, len) consumes each
   // received chunk (at and len in elements) before its slot goes back.
+  // flush_first: take overwrites the source of the chunk just sent, which
+  // Channel::send wants unchanged until a flush.
   template <class Take>
-  void exchange(int peer, const char* src, size_t tx, size_t tx_end, size_t rx, size_t rx_end,
-                Take take) const {
+  Task exchange(int peer, const char* src, size_t tx, size_t tx_end, size_t rx, size_t rx_end,
+                Take take, bool flush_first = false) const {
     for (size_t c = 0;; c += chunk_elems) {
       const bool sending = tx + c < tx_end, receiving = rx + c < rx_end;
       if (!sending && !receiving) break;
-      if (sending) ch.send(peer, src + (tx + c) * es, std::min(chunk_elems, tx_end - tx - c) * es);
+      if (sending)
+        co_await ch.send(peer, src + (tx + c) * es, std::min(chunk_elems, tx_end - tx - c) * es);
       if (receiving) {
         const size_t len = std::min(chunk_elems, rx_end - rx - c);
-        take(rx + c, ch.recv(peer, len * es), len);
-        ch.release(peer);
+        const void* data = co_await ch.recv(peer, len * es);
+        if (flush_first) co_await ch.flush();
+        take(rx + c, data, len);
+        co_await ch.release(peer);
       }
     }
   }
-  void send_all(int peer, const char* src) const {
-    exchange(peer, src, 0, a.count, 0, 0, [](size_t, const void*, size_t) {});
+  Task send_all(int peer, const char* src) const {
+    return exchange(peer, src, 0, a.count, 0, 0, [](size_t, const void*, size_t) {});
   }
   template <class Take>
-  void receive_all(int peer, Take take) const {
-    exchange(peer, nullptr, 0, 0, 0, a.count, take);
+  Task receive_all(int peer, Take take) const {
+    return exchange(peer, nullptr, 0, 0, 0, a.count, take);
   }
   // A take that copies the chunk into recvbuf.
   auto copy_to_out() const {
@@ -62,7 +67,7 @@ struct DoublingFrame {
   }
 
   Channel& ch;
-  const AllreduceArgs& a;
+  const Args& a;
   const size_t es;
   const char* const in;
   char* const out;
@@ -77,24 +82,25 @@ struct DoublingFrame {
 // the first extra even ranks hands its data to the odd rank above it, which
 // reduces it in (the lower rank's operand first) and sends the result back
 // at the end.
+// steps(f, mine) -> Task: the exchanges among the pof2 ranks that remain.
 template <class Steps>
-void run_folded(Channel& ch, const AllreduceArgs& a, Steps steps) {
+Task run_folded(Channel& ch, const Args& a, Steps steps) {
   const DoublingFrame f(ch, a);
   const int r = ch.rank();
   if (f.v < 0) {  // folded: hand the data to r + 1, get the result back
-    f.send_all(r + 1, f.in);
-    ch.flush();  // sendbuf may be recvbuf, overwritten next
-    f.receive_all(r + 1, f.copy_to_out());
-    return;
+    co_await f.send_all(r + 1, f.in);
+    co_await ch.flush();  // sendbuf may be recvbuf, overwritten next
+    co_await f.receive_all(r + 1, f.copy_to_out());
+    co_return;
   }
   const bool takes_fold = r < 2 * f.d.extra;
   if (takes_fold) {
-    f.receive_all(r - 1, [&](size_t at, const void* data, size_t len) {
+    co_await f.receive_all(r - 1, [&](size_t at, const void* data, size_t len) {
       a.reduce(f.out + at * f.es, data, f.in + at * f.es, len);  // r - 1's operand first
     });
   }
-  steps(f, takes_fold ? f.out : f.in);
-  if (takes_fold) f.send_all(r - 1, f.out);
+  co_await steps(f, takes_fold ? f.out : f.in);
+  if (takes_fold) co_await f.send_all(r - 1, f.out);
 }
 
 }  // namespace coll

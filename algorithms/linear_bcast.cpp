@@ -14,17 +14,17 @@
 
 namespace coll {
 
-void linear_bcast(Channel& ch, const BcastArgs& a) {
+Task linear_bcast(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank();
-  auto* buf = static_cast<char*>(a.buf);
+  auto* buf = static_cast<char*>(a.recvbuf);
   const size_t chunk = ch.slot_bytes();
   for (size_t off = 0; off < a.bytes; off += chunk) {
     const size_t len = std::min(chunk, a.bytes - off);
     if (r == a.root) {
-      for (int i = 1; i < n; ++i) ch.send((a.root + i) % n, buf + off, len);
+      for (int i = 1; i < n; ++i) co_await ch.send((a.root + i) % n, buf + off, len);
     } else {
-      std::memcpy(buf + off, ch.recv(a.root, len), len);
-      ch.release(a.root);
+      std::memcpy(buf + off, co_await ch.recv(a.root, len), len);
+      co_await ch.release(a.root);
     }
   }
 }

@@ -20,35 +20,37 @@
 
 namespace coll {
 
-void rabenseifner_allreduce(Channel& ch, const AllreduceArgs& a) {
-  run_folded(ch, a, [&](const DoublingFrame& f, const char* mine) {
+Task rabenseifner_allreduce(Channel& ch, const Args& a) {
+  co_await run_folded(ch, a, [&](const DoublingFrame& f, const char* mine) -> Task {
     const int v = f.v;
     // Where segment seg of the pof2 segments begins, in elements.
     auto begin_of = [&](int seg) { return binomial::segment_begin(a.count, f.d.pof2, seg); };
-    auto trade = [&](int m, const char* src, binomial::Window tx, binomial::Window rx, auto take) {
-      f.exchange(f.rank_of(v ^ m), src, begin_of(tx.lo), begin_of(tx.hi), begin_of(rx.lo),
-                 begin_of(rx.hi), take);
+    auto trade = [&](int m, const char* src, binomial::Window tx, binomial::Window rx,
+                     auto take) {
+      return f.exchange(f.rank_of(v ^ m), src, begin_of(tx.lo), begin_of(tx.hi), begin_of(rx.lo),
+                        begin_of(rx.hi), take);
     };
 
     // Reduce-scatter by recursive halving.
     for (int m = f.d.pof2 / 2; m >= 1; m /= 2) {
       const bool lower = (v & m) == 0;
-      trade(m, mine, binomial::halving_give(v, m), binomial::halving_keep(v, m),
-            [&](size_t at, const void* data, size_t len) {
-              const char* own = mine + at * f.es;
-              a.reduce(f.out + at * f.es, lower ? own : data, lower ? data : own, len);
-            });
+      co_await trade(m, mine, binomial::halving_give(v, m), binomial::halving_keep(v, m),
+                     [&](size_t at, const void* data, size_t len) {
+                       const char* own = mine + at * f.es;
+                       a.reduce(f.out + at * f.es, lower ? own : data, lower ? data : own, len);
+                     });
       mine = f.out;
     }
     // The halves given away, sent from recvbuf (or from sendbuf, if it is
     // recvbuf), are overwritten below: Channel::send wants them unchanged
     // until flush().
-    ch.flush();
+    co_await ch.flush();
 
     // Allgather by recursive doubling: the halving steps backwards, each
     // rank sending what it kept and receiving what it gave.
     for (int m = 1; m < f.d.pof2; m *= 2)
-      trade(m, f.out, binomial::halving_keep(v, m), binomial::halving_give(v, m), f.copy_to_out());
+      co_await trade(m, f.out, binomial::halving_keep(v, m), binomial::halving_give(v, m),
+                     f.copy_to_out());
   });
 }
 

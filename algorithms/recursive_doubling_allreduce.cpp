@@ -23,19 +23,20 @@
 
 namespace coll {
 
-void recursive_doubling_allreduce(Channel& ch, const AllreduceArgs& a) {
-  run_folded(ch, a, [&](const DoublingFrame& f, const char* mine) {
+Task recursive_doubling_allreduce(Channel& ch, const Args& a) {
+  co_await run_folded(ch, a, [&](const DoublingFrame& f, const char* mine) -> Task {
     for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
       const bool lower = (f.v & mask) == 0;
-      f.exchange(f.rank_of(f.v ^ mask), mine, 0, a.count, 0, a.count,
-                 [&](size_t at, const void* data, size_t len) {
-                   // The chunk just sent is overwritten below when it lives
-                   // in recvbuf: Channel::send wants its source unchanged
-                   // until flush().
-                   if (mine == f.out) ch.flush();
-                   const char* own = mine + at * f.es;
-                   a.reduce(f.out + at * f.es, lower ? own : data, lower ? data : own, len);
-                 });
+      // The chunk just sent is overwritten by the reduction when it lives
+      // in recvbuf: flush first (Channel::send wants its source unchanged
+      // until a flush).
+      co_await f.exchange(
+          f.rank_of(f.v ^ mask), mine, 0, a.count, 0, a.count,
+          [&](size_t at, const void* data, size_t len) {
+            const char* own = mine + at * f.es;
+            a.reduce(f.out + at * f.es, lower ? own : data, lower ? data : own, len);
+          },
+          mine == f.out);
       mine = f.out;
     }
   });

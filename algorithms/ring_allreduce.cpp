@@ -19,7 +19,7 @@
 
 namespace coll {
 
-void ring_allreduce(Channel& ch, const AllreduceArgs& a) {
+Task ring_allreduce(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank();
   const size_t es = a.elem_size;
   const int right = ring::chain_next(r, n), left = ring::chain_prev(r, n);
@@ -43,19 +43,19 @@ void ring_allreduce(Channel& ch, const AllreduceArgs& a) {
     for (size_t c = 0; c < std::max(tx_chunks, rx_chunks); ++c) {
       if (c < tx_chunks) {
         const ring::Range t = ring::chunk(tx, c, chunk_elems);
-        ch.send(right, tx_base + t.offset * es, t.count * es);
+        co_await ch.send(right, tx_base + t.offset * es, t.count * es);
       }
       if (c < rx_chunks) {
         const ring::Range x = ring::chunk(rx, c, chunk_elems);
-        const void* data = ch.recv(left, x.count * es);
+        const void* data = co_await ch.recv(left, x.count * es);
         a.reduce(out + x.offset * es, in + x.offset * es, data, x.count);
-        ch.release(left);
+        co_await ch.release(left);
       }
     }
   }
 
   // Allgather of the reduced segments.
-  const RemoteRegion right_buf = zero_copy ? ch.exposed_by(right) : RemoteRegion{};
+  const RemoteRegion right_buf = zero_copy ? co_await ch.exposed_by(right) : RemoteRegion{};
   for (int s = 0; s < n - 1; ++s) {
     const ring::Range tx = ring::segment(a.count, n, ring::ag_send_segment(r, s, n));
     const ring::Range rx = ring::segment(a.count, n, ring::ag_recv_segment(r, s, n));
@@ -65,18 +65,19 @@ void ring_allreduce(Channel& ch, const AllreduceArgs& a) {
       if (c < tx_chunks) {
         const ring::Range t = ring::chunk(tx, c, chunk_elems);
         if (zero_copy)
-          ch.send_direct(right, right_buf, t.offset * es, out + t.offset * es, t.count * es);
+          co_await ch.send_direct(right, right_buf, t.offset * es, out + t.offset * es,
+                                  t.count * es);
         else
-          ch.send(right, out + t.offset * es, t.count * es);
+          co_await ch.send(right, out + t.offset * es, t.count * es);
       }
       if (c < rx_chunks) {
         const ring::Range x = ring::chunk(rx, c, chunk_elems);
         if (zero_copy) {
-          ch.recv_direct(left, x.count * es);
+          co_await ch.recv_direct(left, x.count * es);
         } else {
-          const void* data = ch.recv(left, x.count * es);
+          const void* data = co_await ch.recv(left, x.count * es);
           std::memcpy(out + x.offset * es, data, x.count * es);
-          ch.release(left);
+          co_await ch.release(left);
         }
       }
     }

@@ -13,33 +13,33 @@
 
 namespace coll {
 
-void ring_bcast(Channel& ch, const BcastArgs& a) {
+Task ring_bcast(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank();
   const int pos = ring::chain_position(r, a.root, n);
   const int prev = ring::chain_prev(r, n), next = ring::chain_next(r, n);
   const bool last = pos == n - 1;
-  auto* buf = static_cast<char*>(a.buf);
+  auto* buf = static_cast<char*>(a.recvbuf);
   const size_t chunk = ch.slot_bytes();
   if (ch.zero_copy(a.bytes)) {
     if (pos != 0) ch.expose(prev, buf, a.bytes);
-    const RemoteRegion dst = last ? RemoteRegion{} : ch.exposed_by(next);
+    const RemoteRegion dst = last ? RemoteRegion{} : co_await ch.exposed_by(next);
     for (size_t off = 0; off < a.bytes; off += chunk) {
       const size_t len = std::min(chunk, a.bytes - off);
-      if (pos != 0) ch.recv_direct(prev, len);
-      if (!last) ch.send_direct(next, dst, off, buf + off, len);
+      if (pos != 0) co_await ch.recv_direct(prev, len);
+      if (!last) co_await ch.send_direct(next, dst, off, buf + off, len);
     }
-    return;
+    co_return;
   }
   for (size_t off = 0; off < a.bytes; off += chunk) {
     const size_t len = std::min(chunk, a.bytes - off);
     if (pos == 0) {
-      ch.send(next, buf + off, len);
+      co_await ch.send(next, buf + off, len);
       continue;
     }
-    const void* data = ch.recv(prev, len);
-    if (!last) ch.send(next, data, len);
+    const void* data = co_await ch.recv(prev, len);
+    if (!last) co_await ch.send(next, data, len);
     std::memcpy(buf + off, data, len);
-    ch.release(prev);
+    co_await ch.release(prev);
   }
 }
 

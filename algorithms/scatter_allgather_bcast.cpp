@@ -24,11 +24,11 @@ size_t chunks_of(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chun
 
 }  // namespace
 
-void scatter_allgather_bcast(Channel& ch, const BcastArgs& a) {
+Task scatter_allgather_bcast(Channel& ch, const Args& a) {
   const int n = ch.size();
   const int v = binomial::relative(ch.rank(), a.root, n);
   auto rank_of = [&](int rel) { return binomial::absolute(rel, a.root, n); };
-  auto* buf = static_cast<char*>(a.buf);
+  auto* buf = static_cast<char*>(a.recvbuf);
   const size_t chunk = ch.slot_bytes();
 
   // Scatter: receive the segments of my subtree, pass on my children's.
@@ -37,16 +37,17 @@ void scatter_allgather_bcast(Channel& ch, const BcastArgs& a) {
     const int parent = rank_of(binomial::parent(v));
     for (size_t off = 0; off < mine.bytes; off += chunk) {
       const size_t len = std::min(chunk, mine.bytes - off);
-      const void* data = ch.recv(parent, len);
+      const void* data = co_await ch.recv(parent, len);
       std::memcpy(buf + mine.offset + off, data, len);
-      ch.release(parent);
+      co_await ch.release(parent);
     }
   }
   const std::vector<int> kids = binomial::children(v, n);
   for (auto kid = kids.rbegin(); kid != kids.rend(); ++kid) {
     const binomial::Span theirs = binomial::subtree_span(a.bytes, n, *kid);
     for (size_t off = 0; off < theirs.bytes; off += chunk)
-      ch.send(rank_of(*kid), buf + theirs.offset + off, std::min(chunk, theirs.bytes - off));
+      co_await ch.send(rank_of(*kid), buf + theirs.offset + off,
+                       std::min(chunk, theirs.bytes - off));
   }
 
   // Ring allgather of the segments.
@@ -64,12 +65,13 @@ void scatter_allgather_bcast(Channel& ch, const BcastArgs& a) {
     const size_t rx_chunks = rx_needed ? chunks_of(rx.bytes, chunk) : 0;
     for (size_t c = 0; c < std::max(tx_chunks, rx_chunks); ++c) {
       const size_t off = c * chunk;
-      if (c < tx_chunks) ch.send(right, buf + tx.offset + off, std::min(chunk, tx.bytes - off));
+      if (c < tx_chunks)
+        co_await ch.send(right, buf + tx.offset + off, std::min(chunk, tx.bytes - off));
       if (c < rx_chunks) {
         const size_t len = std::min(chunk, rx.bytes - off);
-        const void* data = ch.recv(left, len);
+        const void* data = co_await ch.recv(left, len);
         std::memcpy(buf + rx.offset + off, data, len);
-        ch.release(left);
+        co_await ch.release(left);
       }
     }
   }

@@ -79,10 +79,6 @@ bool parse_bytes(const std::string& s, size_t& bytes) {
   return true;
 }
 
-const char* collective_name(Collective c) {
-  return c == Collective::kAllreduce ? "allreduce" : "bcast";
-}
-
 }  // namespace
 
 SelectionTable SelectionTable::parse(const std::string& text, const std::string& origin) {
@@ -100,29 +96,22 @@ SelectionTable SelectionTable::parse(const std::string& text, const std::string&
                       f.size()));
     SelectionRule rule{};
     rule.line = line;
-    if (f[0] == "allreduce")
-      rule.collective = Collective::kAllreduce;
-    else if (f[0] == "bcast")
-      rule.collective = Collective::kBcast;
-    else
-      bad_line(origin, line, "unknown collective '" + f[0] + "' (valid: allreduce, bcast)");
+    const CollectiveInfo* coll = find_collective(f[0]);
+    if (!coll)
+      bad_line(origin, line,
+               "unknown collective '" + f[0] + "' (valid: " + collective_names() + ")");
+    rule.collective = coll->id;
     if (!parse_ranks(f[1], rule.min_ranks, rule.max_ranks))
       bad_line(origin, line,
                "bad ranks '" + f[1] + "' (expected N, A-B with A <= B, A+ or *; ranks from 1)");
     if (!parse_bytes(f[2], rule.min_bytes))
       bad_line(origin, line,
                "bad min_bytes '" + f[2] + "' (expected a byte count, optionally with K, M or G)");
-    if (rule.collective == Collective::kAllreduce) {
-      rule.allreduce = lookup_allreduce(f[3]);
-      if (!rule.allreduce)
-        bad_line(origin, line,
-                 "unknown allreduce algorithm '" + f[3] + "' (valid: " + allreduce_names() + ")");
-    } else {
-      rule.bcast = lookup_bcast(f[3]);
-      if (!rule.bcast)
-        bad_line(origin, line,
-                 "unknown bcast algorithm '" + f[3] + "' (valid: " + bcast_names() + ")");
-    }
+    rule.algorithm = lookup_algorithm(coll->id, f[3]);
+    if (!rule.algorithm)
+      bad_line(origin, line,
+               strfmt("unknown %s algorithm '%s' (valid: %s)", coll->name, f[3].c_str(),
+                      algorithm_names(coll->id).c_str()));
     table.rules_.push_back(rule);
   }
   return table;
@@ -138,7 +127,7 @@ SelectionTable SelectionTable::load(const std::string& path) {
   return parse(text.str(), origin);
 }
 
-const SelectionRule* SelectionTable::find(Collective c, int nranks, size_t bytes) const {
+const SelectionRule* SelectionTable::find(Coll c, int nranks, size_t bytes) const {
   const SelectionRule* best = nullptr;
   for (const SelectionRule& rule : rules_) {
     if (rule.collective != c || nranks < rule.min_ranks || nranks > rule.max_ranks ||
@@ -153,12 +142,12 @@ Selection::Selection(SelectionTable overrides)
     : defaults_(SelectionTable::parse(kDefaultTuning, "built-in tuning table")),
       overrides_(std::move(overrides)) {}
 
-Selection::Found Selection::find(Collective c, int nranks, size_t bytes) const {
+Selection::Found Selection::find(Coll c, int nranks, size_t bytes) const {
   Found found{overrides_.find(c, nranks, bytes), 0, SIZE_MAX};
   if (!found.rule) found.rule = defaults_.find(c, nranks, bytes);
   if (!found.rule)
     fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
-         collective_name(c), nranks, bytes);
+         collective_info(c).name, nranks, bytes);
   for (const SelectionTable* table : {&overrides_, &defaults_}) {
     for (const SelectionRule& rule : table->rules()) {
       if (rule.collective != c || nranks < rule.min_ranks || nranks > rule.max_ranks) continue;
@@ -171,22 +160,9 @@ Selection::Found Selection::find(Collective c, int nranks, size_t bytes) const {
   return found;
 }
 
-Choice<AllreduceAlgorithm> Selection::allreduce_choice(int nranks, size_t bytes) const {
-  const Found f = find(Collective::kAllreduce, nranks, bytes);
-  return {f.rule->allreduce, f.min_bytes, f.max_bytes};
-}
-
-Choice<BcastAlgorithm> Selection::bcast_choice(int nranks, size_t bytes) const {
-  const Found f = find(Collective::kBcast, nranks, bytes);
-  return {f.rule->bcast, f.min_bytes, f.max_bytes};
-}
-
-const AllreduceAlgorithm& Selection::allreduce(int nranks, size_t bytes) const {
-  return *allreduce_choice(nranks, bytes).algorithm;
-}
-
-const BcastAlgorithm& Selection::bcast(int nranks, size_t bytes) const {
-  return *bcast_choice(nranks, bytes).algorithm;
+Choice Selection::choice(Coll c, int nranks, size_t bytes) const {
+  const Found f = find(c, nranks, bytes);
+  return {f.rule->algorithm, f.min_bytes, f.max_bytes};
 }
 
 const Selection& active_selection() {

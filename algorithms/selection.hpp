@@ -12,11 +12,12 @@
 //   allreduce     3-8    0          binomial
 //   bcast         *      0          binomial
 //
-//   collective  allreduce | bcast
+//   collective  a name of the registry (algorithms.hpp): allreduce, bcast,
+//               barrier, allgather
 //   ranks       N, A-B (inclusive), A+ (A or more), or * (any); from 1
 //   min_bytes   a byte count, optionally with a K, M or G suffix (x 1024)
-//   algorithm   a name valid for the collective (COLL_ALLREDUCE_ALGO /
-//               COLL_BCAST_ALGO list them); "auto" is not one
+//   algorithm   a name valid for the collective (its COLL_<NAME>_ALGO
+//               knob lists them); "auto" is not one
 //
 // A call of B bytes on N ranks runs the algorithm of the rule, among those
 // of its collective whose ranks contain N and whose min_bytes <= B, with
@@ -34,16 +35,13 @@
 
 namespace coll {
 
-enum class Collective { kAllreduce, kBcast };
-
 struct SelectionRule {
-  Collective collective;
+  Coll collective;
   int min_ranks;
   int max_ranks;  // inclusive; INT_MAX for "A+" and "*"
   size_t min_bytes;
-  // The algorithm, resolved at parse time: the one of `collective`.
-  const AllreduceAlgorithm* allreduce;
-  const BcastAlgorithm* bcast;
+  // The algorithm, resolved at parse time: one of `collective`'s.
+  const Algorithm* algorithm;
   int line;
 };
 
@@ -58,7 +56,7 @@ class SelectionTable {
   static SelectionTable load(const std::string& path);
 
   // The rule that applies (see above), or nullptr.
-  const SelectionRule* find(Collective c, int nranks, size_t bytes) const;
+  const SelectionRule* find(Coll c, int nranks, size_t bytes) const;
   const std::vector<SelectionRule>& rules() const { return rules_; }
 
  private:
@@ -71,7 +69,6 @@ extern const char* const kDefaultTuning;
 // A choice and the sizes it holds for: every call of min_bytes ..
 // max_bytes bytes (inclusive) on the same rank count gets the same
 // algorithm, so a caller may remember it.
-template <class Algorithm>
 struct Choice {
   const Algorithm* algorithm;
   size_t min_bytes;
@@ -83,10 +80,10 @@ class Selection {
  public:
   explicit Selection(SelectionTable overrides = {});
 
-  const AllreduceAlgorithm& allreduce(int nranks, size_t bytes) const;
-  const BcastAlgorithm& bcast(int nranks, size_t bytes) const;
-  Choice<AllreduceAlgorithm> allreduce_choice(int nranks, size_t bytes) const;
-  Choice<BcastAlgorithm> bcast_choice(int nranks, size_t bytes) const;
+  const Algorithm& algorithm(Coll c, int nranks, size_t bytes) const {
+    return *choice(c, nranks, bytes).algorithm;
+  }
+  Choice choice(Coll c, int nranks, size_t bytes) const;
 
  private:
   // The rule that applies, and the sizes around `bytes` for which no rule
@@ -96,7 +93,7 @@ class Selection {
     size_t min_bytes;
     size_t max_bytes;
   };
-  Found find(Collective c, int nranks, size_t bytes) const;
+  Found find(Coll c, int nranks, size_t bytes) const;
 
   SelectionTable defaults_;
   SelectionTable overrides_;

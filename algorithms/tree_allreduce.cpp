@@ -39,62 +39,85 @@
 namespace coll {
 namespace {
 
-// The data movement of the messages tree::allreduce_step hands out.
-class TreeAllreduceMoves {
- public:
-  TreeAllreduceMoves(Channel& ch, const AllreduceArgs& a)
-      : ch_(ch),
-        a_(a),
-        es_(a.elem_size),
-        in_(static_cast<const char*>(a.sendbuf)),
-        out_(static_cast<char*>(a.recvbuf)) {}
+// One step's messages, as tree::allreduce_step lists them (the schedule
+// stays pure: it only names the moves, in the order they must be made).
+struct Move {
+  enum Kind { kReduceFromChild, kBcastFromParent, kReduceToParent, kBcastToChild } kind;
+  int peer;
+  tree::Range range;
+  bool flag;  // first (reduce_from_child) or leaf (reduce_to_parent)
+};
 
-  // Partial sums of the subtrees are reduced with the own input into
-  // recvbuf.
+struct StepMoves {
+  // Per tree: receive from two children and a parent, send to a parent and
+  // two children.
+  Move move[12];
+  int count = 0;
   void reduce_from_child(int, int child, tree::Range x, bool first) {
-    const void* data = ch_.recv(child, x.count * es_);
-    a_.reduce(out(x), first ? in(x) : out(x), data, x.count);
-    ch_.release(child);
+    move[count++] = {Move::kReduceFromChild, child, x, first};
   }
   void bcast_from_parent(int, int parent, tree::Range x) {
-    // A send's source must not change until flush() on transports that
-    // register it (Channel::send): the partial sum sent from recvbuf is
-    // overwritten here by the result.
-    if (unflushed_send_from_out_) {
-      ch_.flush();
-      unflushed_send_from_out_ = false;
-    }
-    const void* data = ch_.recv(parent, x.count * es_);
-    std::memcpy(out(x), data, x.count * es_);
-    ch_.release(parent);
+    move[count++] = {Move::kBcastFromParent, parent, x, false};
   }
   void reduce_to_parent(int, int parent, tree::Range x, bool leaf) {
-    ch_.send(parent, leaf ? in(x) : out(x), x.count * es_);
-    unflushed_send_from_out_ |= !leaf || in_ == out_;
+    move[count++] = {Move::kReduceToParent, parent, x, leaf};
   }
-  void bcast_to_child(int, int child, tree::Range x) { ch_.send(child, out(x), x.count * es_); }
-
- private:
-  const char* in(tree::Range x) const { return in_ + x.offset * es_; }
-  char* out(tree::Range x) const { return out_ + x.offset * es_; }
-
-  Channel& ch_;
-  const AllreduceArgs& a_;
-  const size_t es_;
-  const char* in_;
-  char* out_;
-  bool unflushed_send_from_out_ = false;
+  void bcast_to_child(int, int child, tree::Range x) {
+    move[count++] = {Move::kBcastToChild, child, x, false};
+  }
 };
 
 }  // namespace
 
-void tree_allreduce(Channel& ch, const AllreduceArgs& a) {
+Task tree_allreduce(Channel& ch, const Args& a) {
   const int n = ch.size();
+  const size_t es = a.elem_size;
+  const auto* in_base = static_cast<const char*>(a.sendbuf);
+  auto* out_base = static_cast<char*>(a.recvbuf);
+  auto in = [&](tree::Range x) { return in_base + x.offset * es; };
+  auto out = [&](tree::Range x) { return out_base + x.offset * es; };
   const size_t chunk_elems = tree::pipeline_chunk_elems(a.count, a.elem_size, ch.slot_bytes());
   const tree::AllreducePlan plan =
       tree::allreduce_plan(n, ch.rank(), a.count, tree::num_chunks(a.count, chunk_elems));
-  TreeAllreduceMoves moves(ch, a);
-  for (long s = 0; s < plan.steps; ++s) tree::allreduce_step(plan, s, moves);
+  bool unflushed_send_from_out = false;
+  for (long s = 0; s < plan.steps; ++s) {
+    StepMoves moves;
+    tree::allreduce_step(plan, s, moves);
+    for (int i = 0; i < moves.count; ++i) {
+      const Move& m = moves.move[i];
+      const tree::Range x = m.range;
+      switch (m.kind) {
+        case Move::kReduceFromChild: {
+          // Partial sums of the subtrees are reduced with the own input
+          // into recvbuf.
+          const void* data = co_await ch.recv(m.peer, x.count * es);
+          a.reduce(out(x), m.flag ? in(x) : out(x), data, x.count);
+          co_await ch.release(m.peer);
+          break;
+        }
+        case Move::kBcastFromParent: {
+          // A send's source must not change until a flush on transports
+          // that register it (Channel::send): the partial sum sent from
+          // recvbuf is overwritten here by the result.
+          if (unflushed_send_from_out) {
+            co_await ch.flush();
+            unflushed_send_from_out = false;
+          }
+          const void* data = co_await ch.recv(m.peer, x.count * es);
+          std::memcpy(out(x), data, x.count * es);
+          co_await ch.release(m.peer);
+          break;
+        }
+        case Move::kReduceToParent:
+          co_await ch.send(m.peer, m.flag ? in(x) : out(x), x.count * es);
+          unflushed_send_from_out |= !m.flag || in_base == out_base;
+          break;
+        case Move::kBcastToChild:
+          co_await ch.send(m.peer, out(x), x.count * es);
+          break;
+      }
+    }
+  }
 }
 
 }  // namespace coll

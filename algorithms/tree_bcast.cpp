@@ -18,23 +18,23 @@
 
 namespace coll {
 
-void tree_bcast(Channel& ch, const BcastArgs& a) {
+Task tree_bcast(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank();
   const tree::Node node[2] = {tree::bcast_node(n, a.root, 0, r), tree::bcast_node(n, a.root, 1, r)};
   const size_t chunk_bytes = tree::pipeline_chunk_elems(a.bytes, 1, ch.slot_bytes());
   const size_t chunks = tree::num_chunks(a.bytes, chunk_bytes);
-  auto* buf = static_cast<char*>(a.buf);
+  auto* buf = static_cast<char*>(a.recvbuf);
   for (size_t c = 0; c < chunks; ++c) {
     for (int t = 0; t < 2; ++t) {
       const tree::Range x = tree::chunk(a.bytes, t, chunks, c);
       if (x.count == 0) continue;
       if (node[t].parent != tree::kNone) {
-        const void* data = ch.recv(node[t].parent, x.count);
+        const void* data = co_await ch.recv(node[t].parent, x.count);
         std::memcpy(buf + x.offset, data, x.count);
-        ch.release(node[t].parent);
+        co_await ch.release(node[t].parent);
       }
       for (int child : node[t].child)
-        if (child != tree::kNone) ch.send(child, buf + x.offset, x.count);
+        if (child != tree::kNone) co_await ch.send(child, buf + x.offset, x.count);
     }
   }
 }

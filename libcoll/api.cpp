@@ -1,30 +1,123 @@
-// The C API: argument checks live in Communicator; here every call is
-// wrapped so that no exception crosses into C, and the message of a failure
-// is kept on the communicator (coll_comm_last_error).
+// The C API: argument checks live in the collective descriptors and the
+// Communicator; here every call is wrapped so that no exception crosses
+// into C, handles are validated, and the message of a failure is kept on
+// the communicator (coll_comm_last_error).
+//
+// Handles. coll_comm_t and coll_request_t are not pointers to our objects
+// but (generation << 32 | slot + 1) in a handle table: a freed handle, one
+// from before coll_finalize, or garbage finds no live slot of its
+// generation and gets COLL_ERR_INVALID_ARG, never a crash.
 #include <coll/coll.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "communicator.hpp"
+#include "context.hpp"
 #include "datatype.hpp"
 #include "env.hpp"
 #include "error.hpp"
 
-struct coll_comm {
-  std::unique_ptr<coll::Communicator> impl;
+namespace {
+
+// What a communicator handle names.
+struct CommEntry {
+  coll::Communicator* impl = nullptr;
   std::string last_error;
 };
 
-namespace {
+// What a request handle names: an operation the request owns, and the
+// handle of its communicator (checked at every use: the communicator may
+// have been freed since).
+struct RequestEntry {
+  std::unique_ptr<coll::Operation> op;
+  coll_comm_t comm = COLL_COMM_NULL;
+  std::string last_error;
+};
 
-std::mutex g_mutex;             // guards init / finalize
-coll_comm* g_world = nullptr;   // non-null between init and finalize
-std::string g_init_error;       // last failure of coll_init / coll_finalize
+template <class T>
+class HandleTable {
+ public:
+  ~HandleTable() {
+    for (auto& c : chunks_) delete[] c.load();
+  }
+  // Takes ownership of obj.
+  uintptr_t add(std::unique_ptr<T> obj) {
+    std::lock_guard<std::mutex> l(mutex_);
+    uint32_t index;
+    if (!free_.empty()) {
+      index = free_.back();
+      free_.pop_back();
+    } else {
+      index = next_++;
+      if (index / kChunk >= kChunks) throw coll::Error(COLL_ERR_NO_RESOURCES, "too many handles");
+      if (!chunks_[index / kChunk].load()) chunks_[index / kChunk].store(new Slot[kChunk]);
+    }
+    Slot& s = slot(index);
+    s.obj = std::move(obj);
+    return (uintptr_t(s.generation.load()) << 32) | (uintptr_t(index) + 1);
+  }
+  T* get(const void* handle) const {
+    const auto h = reinterpret_cast<uintptr_t>(handle);
+    const uint32_t low = uint32_t(h & 0xffffffffu);
+    if (low == 0 || low - 1 >= next_.load(std::memory_order_acquire)) return nullptr;
+    const uint32_t index = low - 1;
+    Slot* chunk = chunks_[index / kChunk].load(std::memory_order_acquire);
+    if (!chunk) return nullptr;
+    Slot& s = chunk[index % kChunk];
+    if (s.generation.load(std::memory_order_acquire) != uint32_t(h >> 32)) return nullptr;
+    return s.obj.get();
+  }
+  std::unique_ptr<T> remove(const void* handle) {
+    std::lock_guard<std::mutex> l(mutex_);
+    if (!get(handle)) return nullptr;
+    const uint32_t index = uint32_t(reinterpret_cast<uintptr_t>(handle) & 0xffffffffu) - 1;
+    Slot& s = slot(index);
+    s.generation.fetch_add(1);
+    free_.push_back(index);
+    return std::move(s.obj);
+  }
+  // Every live object, for finalize.
+  std::vector<std::unique_ptr<T>> remove_all() {
+    std::lock_guard<std::mutex> l(mutex_);
+    std::vector<std::unique_ptr<T>> all;
+    for (uint32_t i = 0; i < next_; ++i) {
+      Slot& s = slot(i);
+      if (!s.obj) continue;
+      s.generation.fetch_add(1);
+      free_.push_back(i);
+      all.push_back(std::move(s.obj));
+    }
+    return all;
+  }
+
+ private:
+  static constexpr uint32_t kChunk = 4096, kChunks = 1024;
+  struct Slot {
+    std::atomic<uint32_t> generation{1};
+    std::unique_ptr<T> obj;
+  };
+  Slot& slot(uint32_t index) const { return chunks_[index / kChunk].load()[index % kChunk]; }
+
+  std::atomic<Slot*> chunks_[kChunks] = {};
+  std::atomic<uint32_t> next_{0};
+  std::vector<uint32_t> free_;
+  std::mutex mutex_;
+};
+
+std::mutex g_mutex;  // guards init / finalize
+std::unique_ptr<coll::Context> g_context;
+std::atomic<bool> g_initialized{false};
+coll_comm_t g_world = COLL_COMM_NULL;
+std::string g_init_error;  // last failure of coll_init / coll_finalize / a handle check
+HandleTable<CommEntry> g_comms;
+HandleTable<RequestEntry> g_requests;
 
 // Runs body, turning exceptions into a status and a stored message.
 template <class Body>
@@ -49,7 +142,7 @@ int guarded(std::string& message, Body body) {
 
 // C callers may pass any int as a coll_datatype_t or coll_op_t, and loading
 // an out-of-range value as the C++ enum is undefined behaviour: read the
-// bits as an int instead, and let the communicator reject bad values.
+// bits as an int instead, and let the descriptors reject bad values.
 template <class Enum>
 int raw_enum(const Enum& e) {
   static_assert(sizeof(int) == sizeof(Enum));
@@ -58,80 +151,357 @@ int raw_enum(const Enum& e) {
   return v;
 }
 
-// Checks the communicator handle, then runs body on it.
+int bad_handle(const char* what) {
+  g_init_error = what;
+  return COLL_ERR_INVALID_ARG;
+}
+
+// One thread at a time may be inside a call that starts operations on a
+// communicator (MPI's rule for collectives); a second one is told so.
+class EntryGuard {
+ public:
+  explicit EntryGuard(coll::Communicator& c) : flag_(c.in_use()) {
+    if (flag_.exchange(true, std::memory_order_acquire))
+      coll::fail(COLL_ERR_INVALID_ARG,
+                 "another thread is inside a call on this communicator: concurrent collective "
+                 "calls on one communicator are erroneous (use one communicator per thread, "
+                 "e.g. coll_comm_dup)");
+  }
+  ~EntryGuard() { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+// Checks the communicator handle, then runs body(entry, communicator).
 template <class Body>
 int on_comm(coll_comm_t comm, Body body) {
-  if (!g_world) return COLL_ERR_NOT_INITIALIZED;
-  if (!comm) {
-    g_init_error = "NULL communicator";
-    return COLL_ERR_INVALID_ARG;
+  if (!g_initialized.load(std::memory_order_acquire)) return COLL_ERR_NOT_INITIALIZED;
+  if (comm == COLL_COMM_NULL) return bad_handle("COLL_COMM_NULL is not a communicator");
+  CommEntry* e = g_comms.get(comm);
+  if (!e) return bad_handle("not a communicator handle (freed, from before coll_finalize, or garbage)");
+  return guarded(e->last_error, [&] { body(*e, *e->impl); });
+}
+
+// A collective call: blocking (request == nullptr), non-blocking, or
+// persistent (init).
+enum class Mode { kBlocking, kNonblocking, kPersistent };
+
+int collective(coll_comm_t comm, coll::Coll c, const coll::Args& args, coll_request_t* request,
+               Mode mode) {
+  const bool blocking = mode == Mode::kBlocking, persistent = mode == Mode::kPersistent;
+  return on_comm(comm, [&](CommEntry& entry, coll::Communicator& cm) {
+    coll::Context& ctx = cm.context();
+    if (!blocking && !request)
+      coll::fail(COLL_ERR_INVALID_ARG, "%s: NULL request", coll::collective_info(c).name);
+    EntryGuard guard(cm);
+    if (blocking) {
+      coll::Operation& op = cm.blocking_op();
+      if (!cm.make_collective(c, args, false, op)) return;
+      {
+        std::unique_lock<std::mutex> l(cm.progress_mutex(), std::defer_lock);
+        if (ctx.locking()) l.lock();
+        cm.start(op);
+      }
+      ctx.wait(op);
+      if (op.status) throw coll::Error(op.status, op.message);
+      return;
+    }
+    (void)entry;
+    auto req = std::make_unique<RequestEntry>();
+    req->comm = comm;
+    req->op = std::make_unique<coll::Operation>();
+    coll::Operation& op = *req->op;
+    op.comm = &cm;
+    op.complete = true;
+    if (cm.make_collective(c, args, persistent, op) && !persistent) {
+      std::unique_lock<std::mutex> l(cm.progress_mutex(), std::defer_lock);
+      if (ctx.locking()) l.lock();
+      cm.start(op);
+    }
+    *request = reinterpret_cast<coll_request_t>(g_requests.add(std::move(req)));
+  });
+}
+
+// Completes a request's activation (its status is the call's); a
+// non-persistent request is then freed.
+int complete_request(coll_request_t* request, bool block, int* flag) {
+  if (!g_initialized.load(std::memory_order_acquire)) return COLL_ERR_NOT_INITIALIZED;
+  if (!request) return bad_handle("NULL request pointer");
+  if (*request == COLL_REQUEST_NULL) {
+    if (flag) *flag = 1;
+    return COLL_SUCCESS;
   }
-  return guarded(comm->last_error, [&] { body(*comm->impl); });
+  RequestEntry* r = g_requests.get(*request);
+  if (!r) return bad_handle("not a request handle (freed, from before coll_finalize, or garbage)");
+  coll::Operation& op = *r->op;
+  // An active operation keeps its communicator from being freed (free
+  // completes it first): op.comm is alive whenever op.active.
+  int status = guarded(r->last_error, [&] {
+    if (!op.active) return;  // inactive persistent request, or done at start
+    coll::Context& ctx = op.comm->context();
+    if (block)
+      ctx.wait(op);
+    else
+      ctx.test(op);
+  });
+  if (status) return status;
+  const bool done = !op.active;
+  if (flag) *flag = done;
+  if (!done) return COLL_SUCCESS;
+  status = op.status;
+  if (status) {
+    r->last_error = op.message;
+    if (CommEntry* c = g_comms.get(r->comm)) c->last_error = op.message;
+  }
+  if (!op.persistent) {
+    g_requests.remove(*request);
+    *request = COLL_REQUEST_NULL;
+  }
+  return status;
 }
 
 }  // namespace
 
 extern "C" {
 
-int coll_init(int* /*argc*/, char*** /*argv*/) {
+int coll_init_thread(int* /*argc*/, char*** /*argv*/, int required, int* provided) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_world) {
+  if (g_initialized) {
     g_init_error = "coll_init called twice";
+    return COLL_ERR_INVALID_ARG;
+  }
+  if (required < COLL_THREAD_SINGLE || required > COLL_THREAD_MULTIPLE) {
+    g_init_error = coll::strfmt(
+        "coll_init_thread: required thread level %d (valid: COLL_THREAD_SINGLE .. "
+        "COLL_THREAD_MULTIPLE, 0..3)",
+        required);
     return COLL_ERR_INVALID_ARG;
   }
   return guarded(g_init_error, [&] {
     coll::Config config = coll::load_config();
     auto boot = coll::make_bootstrap_from_environment(config.timeout_s);
-    auto world = std::make_unique<coll_comm>();
-    world->impl = std::make_unique<coll::Communicator>(std::move(boot), config);
-    g_world = world.release();
+    g_context = std::make_unique<coll::Context>(std::move(boot), config, required);
+    auto world = std::make_unique<CommEntry>();
+    world->impl = &g_context->world();
+    g_world = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(world)));
+    if (provided) *provided = required;
     g_init_error.clear();
+    g_initialized = true;
   });
+}
+
+int coll_init(int* argc, char*** argv) {
+  return coll_init_thread(argc, argv, COLL_THREAD_SINGLE, nullptr);
 }
 
 int coll_finalize(void) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_world) return COLL_ERR_NOT_INITIALIZED;
-  int status = guarded(g_init_error, [&] { delete g_world; });
-  g_world = nullptr;
+  if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
+  g_initialized = false;
+  // Operations still queued complete first (the finalize handshake runs
+  // behind them); then every handle goes stale.
+  int status = guarded(g_init_error, [&] { g_context.reset(); });
+  g_requests.remove_all();
+  g_comms.remove_all();
+  g_world = COLL_COMM_NULL;
   return status;
 }
 
 int coll_initialized(int* flag) {
   if (!flag) return COLL_ERR_INVALID_ARG;
-  *flag = g_world != nullptr;
+  *flag = g_initialized.load();
   return COLL_SUCCESS;
 }
 
-coll_comm_t coll_comm_world(void) { return g_world; }
+coll_comm_t coll_comm_world(void) { return g_initialized ? g_world : COLL_COMM_NULL; }
 
 int coll_comm_rank(coll_comm_t comm, int* rank) {
-  return on_comm(comm, [&](coll::Communicator& c) {
+  return on_comm(comm, [&](CommEntry&, coll::Communicator& c) {
     if (!rank) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_rank: NULL rank");
     *rank = c.rank();
   });
 }
 
 int coll_comm_size(coll_comm_t comm, int* size) {
-  return on_comm(comm, [&](coll::Communicator& c) {
+  return on_comm(comm, [&](CommEntry&, coll::Communicator& c) {
     if (!size) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_size: NULL size");
     *size = c.size();
   });
 }
 
-int coll_allreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
-                   coll_op_t op, coll_comm_t comm) {
-  return on_comm(comm, [&](coll::Communicator& c) {
-    c.allreduce(sendbuf, recvbuf, count, raw_enum(datatype), raw_enum(op));
+// dup and split: a collective on the parent (every rank of it calls).
+static int create(coll_comm_t comm, int color, int key, bool dup, coll_comm_t* newcomm) {
+  return on_comm(comm, [&](CommEntry&, coll::Communicator& c) {
+    const char* what = dup ? "coll_comm_dup" : "coll_comm_split";
+    if (!newcomm) coll::fail(COLL_ERR_INVALID_ARG, "%s: NULL newcomm", what);
+    if (!dup && color < 0 && color != COLL_UNDEFINED)
+      coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_split: color %d (a color is >= 0 or COLL_UNDEFINED)",
+                 color);
+    *newcomm = COLL_COMM_NULL;
+    EntryGuard guard(c);
+    coll::Context& ctx = c.context();
+    std::unique_ptr<coll::Communicator> made;
+    const int k = dup ? c.rank() : key;
+    const int col = dup ? 0 : color;
+    auto op = c.make_internal(what, [&c, col, k, &made](coll::Channel& ch) {
+      return c.split_body(ch, col, k, &made);
+    });
+    {
+      std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
+      if (ctx.locking()) l.lock();
+      c.start(*op);
+    }
+    ctx.wait(*op);
+    if (op->status) throw coll::Error(op->status, op->message);
+    if (!made) return;  // COLL_UNDEFINED
+    auto entry = std::make_unique<CommEntry>();
+    entry->impl = ctx.adopt(std::move(made));
+    *newcomm = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(entry)));
   });
 }
 
+int coll_comm_dup(coll_comm_t comm, coll_comm_t* newcomm) {
+  return create(comm, 0, 0, true, newcomm);
+}
+
+int coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t* newcomm) {
+  return create(comm, color, key, false, newcomm);
+}
+
+int coll_comm_free(coll_comm_t* comm) {
+  if (!g_initialized.load(std::memory_order_acquire)) return COLL_ERR_NOT_INITIALIZED;
+  if (!comm) return bad_handle("coll_comm_free: NULL pointer");
+  if (*comm == COLL_COMM_NULL) return bad_handle("coll_comm_free: COLL_COMM_NULL");
+  if (*comm == g_world)
+    return bad_handle("coll_comm_free: the world communicator is freed by coll_finalize");
+  CommEntry* e = g_comms.get(*comm);
+  if (!e) return bad_handle("coll_comm_free: not a communicator handle (freed already?)");
+  int status = guarded(e->last_error, [&] {
+    EntryGuard guard(*e->impl);
+    coll::Context& ctx = e->impl->context();
+    ctx.free(e->impl);  // completes its queued operations, closes it
+  });
+  // A request of this communicator that is still allocated now names a
+  // communicator that is gone: its handle stays valid and reports that.
+  g_comms.remove(*comm);
+  *comm = COLL_COMM_NULL;
+  return status;
+}
+
+namespace {
+
+coll::Args allreduce_args(const void* sendbuf, void* recvbuf, size_t count,
+                          coll_datatype_t datatype, coll_op_t op) {
+  coll::Args a;
+  a.sendbuf = sendbuf;
+  a.recvbuf = recvbuf;
+  a.count = count;
+  a.datatype = raw_enum(datatype);
+  a.op = raw_enum(op);
+  return a;
+}
+
+coll::Args bcast_args(void* buf, size_t count, coll_datatype_t datatype, int root) {
+  coll::Args a;
+  a.recvbuf = buf;
+  a.count = count;
+  a.datatype = raw_enum(datatype);
+  a.root = root;
+  return a;
+}
+
+}  // namespace
+
+int coll_allreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_op_t op, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kAllreduce,
+                    allreduce_args(sendbuf, recvbuf, count, datatype, op), nullptr, Mode::kBlocking);
+}
+int coll_iallreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                    coll_op_t op, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllreduce,
+                    allreduce_args(sendbuf, recvbuf, count, datatype, op), request, Mode::kNonblocking);
+}
+int coll_allreduce_init(const void* sendbuf, void* recvbuf, size_t count,
+                        coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                        coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllreduce,
+                    allreduce_args(sendbuf, recvbuf, count, datatype, op), request, Mode::kPersistent);
+}
+
 int coll_bcast(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm) {
-  return on_comm(comm, [&](coll::Communicator& c) { c.bcast(buf, count, raw_enum(datatype), root); });
+  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), nullptr, Mode::kBlocking);
+}
+int coll_ibcast(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm,
+                coll_request_t* request) {
+  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), request, Mode::kNonblocking);
+}
+int coll_bcast_init(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm,
+                    coll_request_t* request) {
+  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), request, Mode::kPersistent);
 }
 
 int coll_barrier(coll_comm_t comm) {
-  return on_comm(comm, [&](coll::Communicator& c) { c.barrier(); });
+  return collective(comm, coll::Coll::kBarrier, {}, nullptr, Mode::kBlocking);
+}
+int coll_ibarrier(coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kNonblocking);
+}
+int coll_barrier_init(coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kPersistent);
+}
+
+int coll_test(coll_request_t* request, int* flag) {
+  if (!flag) return bad_handle("coll_test: NULL flag");
+  return complete_request(request, false, flag);
+}
+
+int coll_wait(coll_request_t* request) { return complete_request(request, true, nullptr); }
+
+int coll_waitall(size_t count, coll_request_t requests[]) {
+  if (count > 0 && !requests) return bad_handle("coll_waitall: NULL requests with count > 0");
+  // Each is waited for in turn; every wait advances them all, so the order
+  // does not matter. The first failure is returned, after all are done.
+  int first = COLL_SUCCESS;
+  for (size_t i = 0; i < count; ++i) {
+    const int status = complete_request(&requests[i], true, nullptr);
+    if (status && !first) first = status;
+  }
+  return first;
+}
+
+int coll_start(coll_request_t request) {
+  if (!g_initialized.load(std::memory_order_acquire)) return COLL_ERR_NOT_INITIALIZED;
+  if (request == COLL_REQUEST_NULL) return bad_handle("coll_start: COLL_REQUEST_NULL");
+  RequestEntry* r = g_requests.get(request);
+  if (!r) return bad_handle("coll_start: not a request handle (freed, or from before coll_finalize)");
+  coll::Operation& op = *r->op;
+  if (!op.persistent)
+    return bad_handle("coll_start: not a persistent request (made by coll_*_init)");
+  if (op.active) return bad_handle("coll_start: the request is active (wait for it first)");
+  return on_comm(r->comm, [&](CommEntry&, coll::Communicator& c) {
+    EntryGuard guard(c);
+    std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
+    if (c.context().locking()) l.lock();
+    c.start(op);
+  });
+}
+
+int coll_request_free(coll_request_t* request) {
+  if (!g_initialized.load(std::memory_order_acquire)) return COLL_ERR_NOT_INITIALIZED;
+  if (!request) return bad_handle("coll_request_free: NULL pointer");
+  if (*request == COLL_REQUEST_NULL) return bad_handle("coll_request_free: COLL_REQUEST_NULL");
+  RequestEntry* r = g_requests.get(*request);
+  if (!r) return bad_handle("coll_request_free: not a request handle (freed already?)");
+  coll::Operation& op = *r->op;
+  int status = COLL_SUCCESS;
+  // An active request is completed first: its buffers are in use.
+  if (op.active) status = guarded(r->last_error, [&] { op.comm->context().wait(op); });
+  if (op.persistent && g_comms.get(r->comm)) op.comm->release_pins(op);
+  g_requests.remove(*request);
+  *request = COLL_REQUEST_NULL;
+  return status;
 }
 
 const char* coll_strerror(int status) {
@@ -149,19 +519,30 @@ const char* coll_strerror(int status) {
 }
 
 const char* coll_comm_last_error(coll_comm_t comm) {
-  return comm ? comm->last_error.c_str() : g_init_error.c_str();
+  if (comm == COLL_COMM_NULL) return g_init_error.c_str();
+  CommEntry* e = g_initialized ? g_comms.get(comm) : nullptr;
+  return e ? e->last_error.c_str() : g_init_error.c_str();
+}
+
+// Introspection: "" for a handle that names no live communicator.
+static coll::Communicator* live(coll_comm_t comm) {
+  CommEntry* e = g_initialized && comm != COLL_COMM_NULL ? g_comms.get(comm) : nullptr;
+  return e ? e->impl : nullptr;
 }
 
 const char* coll_comm_transport_name(coll_comm_t comm) {
-  return comm ? comm->impl->transport_name() : "";
+  coll::Communicator* c = live(comm);
+  return c ? c->context().transport().name() : "";
 }
 
 const char* coll_comm_bootstrap_name(coll_comm_t comm) {
-  return comm ? comm->impl->bootstrap_name() : "";
+  coll::Communicator* c = live(comm);
+  return c ? c->context().bootstrap().name() : "";
 }
 
 const char* coll_comm_last_algorithm(coll_comm_t comm, const char* collective) {
-  return comm && collective ? comm->impl->last_algorithm(collective) : "";
+  coll::Communicator* c = live(comm);
+  return c && collective ? c->last_algorithm(collective) : "";
 }
 
 size_t coll_datatype_size(coll_datatype_t datatype) {
@@ -169,17 +550,17 @@ size_t coll_datatype_size(coll_datatype_t datatype) {
 }
 
 int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t* stats) {
-  return on_comm(comm, [&](coll::Communicator& c) {
+  return on_comm(comm, [&](CommEntry&, coll::Communicator& c) {
     if (!stats) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_regcache_stats: NULL stats");
-    const coll::RegcacheStats s = c.regcache_stats();
-    *stats = {s.hits, s.misses, s.registrations, s.deregistrations, s.evictions,
-              s.invalidations, s.bytes_pinned};
+    *stats = c.context().cache().stats();
   });
 }
 
 int coll_mem_invalidate(void* addr, size_t len) {
-  if (!g_world) return COLL_ERR_NOT_INITIALIZED;
-  return on_comm(g_world, [&](coll::Communicator& c) { c.invalidate(addr, len); });
+  if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
+  return on_comm(g_world, [&](CommEntry&, coll::Communicator& c) {
+    c.context().cache().invalidate(addr, len);
+  });
 }
 
 }  // extern "C"

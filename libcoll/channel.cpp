@@ -1,10 +1,6 @@
 #include "channel.hpp"
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "error.hpp"
@@ -12,17 +8,6 @@
 
 namespace coll {
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// Contexts of signaled writes: completions are only counted.
-constexpr uint64_t kCountedContext = 1;
 
 // The length field of a flag; direct messages set the top bit, so a rank
 // that expects one kind and gets the other reports a mismatch.
@@ -45,18 +30,17 @@ static_assert(sizeof(ExposeRecord) == 32);
 }  // namespace
 
 Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
-                 std::vector<RemoteRegion> peer_windows, double timeout_s,
-                 RegistrationCache& cache, size_t zcopy_threshold, uint64_t spin_polls)
+                 std::vector<RemoteRegion> peer_windows, std::vector<int> group, int rank,
+                 RegistrationCache& cache, size_t zcopy_threshold)
     : transport_(transport),
       layout_(layout),
       window_mr_(window_mr),
       peers_(std::move(peer_windows)),
-      timeout_s_(timeout_s),
+      group_(std::move(group)),
       cache_(cache),
       zcopy_threshold_(zcopy_threshold),
-      spin_polls_(spin_polls),
-      rank_(transport.rank()),
-      size_(transport.size()),
+      rank_(rank),
+      size_(int(group_.size())),
       window_(static_cast<char*>(window_mr->addr)),
       needs_registration_(transport.needs_local_registration()),
       sent_(size_t(size_), 0),
@@ -68,8 +52,11 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
          WindowLayout::kMaxSlots);
   if (layout_.slot_bytes >= kDirectBit)
     fail(COLL_ERR_INTERNAL, "channel: slot of %zu bytes", layout_.slot_bytes);
+  if (peers_.size() != group_.size() || rank_ < 0 || rank_ >= size_)
+    fail(COLL_ERR_INTERNAL, "channel: %zu windows for %d ranks (rank %d)", peers_.size(), size_,
+         rank_);
   line_peers_.resize(size_t(size_));
-  for (int p = 0; p < size_; ++p) line_peers_[size_t(p)] = transport_.line_writes(p);
+  for (int p = 0; p < size_; ++p) line_peers_[size_t(p)] = transport_.line_writes(group_[size_t(p)]);
   staging_.resize(size_t(size_) * WindowLayout::kMaxLineMessage);
 }
 
@@ -77,72 +64,21 @@ const volatile uint64_t* Channel::local_word(size_t offset) const {
   return reinterpret_cast<const volatile uint64_t*>(window_ + offset);
 }
 
-// Spins briefly (not at all when ranks outnumber cores: the peer we wait
-// for may need our core), then yields the CPU, then naps when the wait is
-// long.
-// Every wait ends: at the timeout, when the peer is found dead, or when the
-// transport reports an error.
-template <class Ready>
-void Channel::wait_until(int peer, const char* what, Ready ready) {
-  if (ready()) return;
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto next_peer_check = start + std::chrono::milliseconds(10);
-  for (uint64_t i = 1;; ++i) {
-    progress();
-    if (ready()) return;
-    if (i < spin_polls_) {
-      cpu_relax();
-      continue;
-    }
-    if ((i & 15) != 0) {
-      sched_yield();
-      continue;
-    }
-    const auto now = Clock::now();
-    const double waited = std::chrono::duration<double>(now - start).count();
-    if (waited > timeout_s_)
-      fail(COLL_ERR_TIMEOUT,
-           "rank %d timed out after %.1f s waiting for %s from rank %d "
-           "(COLL_TIMEOUT=%g): is every rank calling the same collective?",
-           rank_, waited, what, peer, timeout_s_);
-    if (now >= next_peer_check) {
-      transport_.check_peer(peer);
-      next_peer_check = now + std::chrono::milliseconds(10);
-    }
-    if (waited > 0.5) {
-      struct timespec nap = {0, 50 * 1000};
-      nanosleep(&nap, nullptr);
-    } else {
-      sched_yield();
-    }
-  }
-}
-
-void Channel::progress() {
-  Completion wc[16];
-  const int n = transport_.poll(wc, 16);
-  for (int i = 0; i < n; ++i) {
-    if (wc[i].status != 0) {
-      transport_.check_peer(wc[i].peer);  // throws the transport's own detail
-      fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank_, wc[i].peer,
-           transport_.name());
-    }
-    if (wc[i].context == kCountedContext) --outstanding_;
-  }
-}
-
 void Channel::post(int peer, uint64_t context, const void* src, size_t len,
                    const MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) {
-  if (transport_.post_write(peer, context, src, len, const_cast<MemoryRegion*>(mr), flags,
-                            remote_addr, rkey) != 0)
+  // Count first: the completion may be polled (by another thread) before
+  // post_write returns.
+  if (flags & kWriteSignaled) outstanding_.fetch_add(1, std::memory_order_relaxed);
+  if (transport_.post_write(group_[size_t(peer)], context, src, len,
+                            const_cast<MemoryRegion*>(mr), flags, remote_addr, rkey) != 0) {
+    if (flags & kWriteSignaled) outstanding_.fetch_sub(1, std::memory_order_relaxed);
     post_failed(peer, len);
-  if (flags & kWriteSignaled) ++outstanding_;
+  }
 }
 
 void Channel::post_failed(int peer, size_t len) {
   const int err = errno;
-  transport_.check_peer(peer);  // a peer that is gone is PEER_LOST, not a transport error
+  transport_.check_peer(group_[size_t(peer)]);  // a peer that is gone is PEER_LOST, not a transport error
   fail_errno(COLL_ERR_TRANSPORT, err, "rank %d: %s write of %zu bytes to rank %d%s", rank_,
              transport_.name(), len, peer,
              err == EPERM ? " (zero-copy needs ptrace permission between ranks on shm: "
@@ -165,8 +101,9 @@ bool contains(const MemoryRegion* mr, const void* addr, size_t len) {
 }  // namespace
 
 const MemoryRegion* Channel::pinned(const void* addr, size_t len) const {
-  for (const MemoryRegion* mr : pins_)
-    if (contains(mr, addr, len)) return mr;
+  if (pins_)
+    for (const MemoryRegion* mr : *pins_)
+      if (contains(mr, addr, len)) return mr;
   return nullptr;
 }
 
@@ -184,21 +121,19 @@ void Channel::post_data(int peer, const void* src, size_t len, uint64_t remote_a
     return;
   }
   // The source must stay registered and unchanged until the write completes
-  // (rdma_post_write(3)): every data write is signaled; finish() waits for
-  // them before dropping the pins, and release() before a slot we forwarded
+  // (rdma_post_write(3)): every data write is signaled; the operation's last
+  // flush waits for them before its pins are dropped, and release() before a slot we forwarded
   // from can be refilled by its sender.
   const MemoryRegion* mr = local_region(src, len);
-  post(peer, kCountedContext, src, len, mr, kWriteSignaled, remote_addr, rkey);
+  post(peer, counted_context(), src, len, mr, kWriteSignaled, remote_addr, rkey);
   if (mr == window_mr_) slot_sources_in_flight_ = true;
 }
 
-void Channel::wait_credit(int peer) {
+bool Channel::credit_ready(int peer) const {
   const uint64_t m = sent_[size_t(peer)];
   const uint64_t slots = uint64_t(layout_.num_slots);
-  const volatile uint64_t* credit = local_word(layout_.credit(peer));
-  wait_until(peer, "a free slot", [&] {
-    return m < slots || __atomic_load_n(credit, __ATOMIC_ACQUIRE) >= m + 1 - slots;
-  });
+  return m < slots ||
+         __atomic_load_n(local_word(layout_.credit(peer)), __ATOMIC_ACQUIRE) >= m + 1 - slots;
 }
 
 void Channel::post_flag(int peer, size_t len_field) {
@@ -219,43 +154,35 @@ void Channel::length_mismatch(int peer, uint64_t got, uint64_t want) const {
        static_cast<unsigned long long>(want & ~kDirectBit));
 }
 
-uint64_t Channel::wait_flag(int peer, size_t len_field) {
+bool Channel::try_flag(int peer, size_t len_field) {
   const uint64_t m = received_[size_t(peer)];
   const int k = int(m % uint64_t(layout_.num_slots));
-  const volatile uint64_t* ready = local_word(layout_.ready(peer, k));
-  const uint64_t want = (m + 1) & 0xffffffffu;
-  uint64_t flag = 0;
-  wait_until(peer, "a message", [&] {
-    flag = __atomic_load_n(ready, __ATOMIC_ACQUIRE);
-    return (flag >> 32) == want;
-  });
+  const uint64_t flag = __atomic_load_n(local_word(layout_.ready(peer, k)), __ATOMIC_ACQUIRE);
+  if ((flag >> 32) != ((m + 1) & 0xffffffffu)) return false;
   const uint64_t got = flag & 0xffffffffu;
   if (got != len_field) length_mismatch(peer, got, len_field);
-  return m;
+  return true;
 }
 
 // A line message: every line is polled on each pass, so that their cache
 // misses overlap; a line's payload is read only after its own flag.
-const void* Channel::wait_lines(int peer, size_t len) {
+// nullptr: not all there yet.
+const void* Channel::try_lines(int peer, size_t len) {
   const uint64_t m = received_[size_t(peer)];
   const int k = int(m % uint64_t(layout_.num_slots));
   const char* base = window_ + layout_.ready(peer, k);
   const size_t lines = len == 0 ? 1 : (len + WindowLayout::kInlineBytes - 1) /
                                           WindowLayout::kInlineBytes;
   const uint64_t expected = flag_value(m + 1, len);
-  const uint64_t want = (m + 1) & 0xffffffffu;
-  uint64_t first = 0;
-  wait_until(peer, "a message", [&] {
-    bool rest = true;
-    for (size_t j = 1; j < lines; ++j)
-      rest &= __atomic_load_n(reinterpret_cast<const uint64_t*>(base + j * 64),
-                              __ATOMIC_ACQUIRE) == expected;
-    first = __atomic_load_n(reinterpret_cast<const uint64_t*>(base), __ATOMIC_ACQUIRE);
-    // A first line of this sequence with another length is a mismatch:
-    // stop waiting and report it.
-    return (first >> 32) == want && (first != expected || rest);
-  });
+  bool rest = true;
+  for (size_t j = 1; j < lines; ++j)
+    rest &= __atomic_load_n(reinterpret_cast<const uint64_t*>(base + j * 64), __ATOMIC_ACQUIRE) ==
+            expected;
+  const uint64_t first = __atomic_load_n(reinterpret_cast<const uint64_t*>(base), __ATOMIC_ACQUIRE);
+  if ((first >> 32) != ((m + 1) & 0xffffffffu)) return nullptr;
+  // A first line of this sequence with another length is a mismatch.
   if (first != expected) length_mismatch(peer, first & 0xffffffffu, len);
+  if (!rest) return nullptr;
   if (lines == 1) return base + 8;
   char* out = staging_.data() + size_t(peer) * WindowLayout::kMaxLineMessage;
   for (size_t j = 0, at = 0; j < lines; ++j, at += WindowLayout::kInlineBytes)
@@ -263,16 +190,19 @@ const void* Channel::wait_lines(int peer, size_t len) {
   return out;
 }
 
-void Channel::send(int peer, const void* src, size_t len) {
+Channel::SendWait Channel::send(int peer, const void* src, size_t len) {
   if (len > layout_.slot_bytes)
     fail(COLL_ERR_INTERNAL, "channel: message of %zu bytes exceeds the %zu byte slot", len,
          layout_.slot_bytes);
-  wait_credit(peer);
+  return SendWait(*this, peer, src, len, false, nullptr, 0);
+}
+
+void Channel::do_send(int peer, const void* src, size_t len) {
   if (line_message(peer, len)) {
     const uint64_t m = sent_[size_t(peer)];
     const int k = int(m % uint64_t(layout_.num_slots));
     const RemoteRegion& w = peers_[size_t(peer)];
-    if (transport_.post_lines(peer, src, len, flag_value(m + 1, len),
+    if (transport_.post_lines(group_[size_t(peer)], src, len, flag_value(m + 1, len),
                               w.addr + layout_.ready(rank_, k), w.rkey) != 0)
       post_failed(peer, len);
     sent_[size_t(peer)] = m + 1;
@@ -288,21 +218,47 @@ void Channel::send(int peer, const void* src, size_t len) {
   post_flag(peer, len);
 }
 
-const void* Channel::recv(int peer, size_t len) {
-  if (line_message(peer, len)) return wait_lines(peer, len);
-  const uint64_t m = wait_flag(peer, len);
-  const int k = int(m % uint64_t(layout_.num_slots));
-  return window_ + (len <= WindowLayout::kInlineBytes ? layout_.inline_data(peer, k)
-                                                      : layout_.slot(peer, k));
+bool Channel::SendWait::try_now() {
+  if (!ch.credit_ready(peer)) return false;
+  if (!is_direct) {
+    ch.do_send(peer, src, len);
+  } else {
+    if (len > 0) ch.post_data(peer, src, len, dst->addr + offset, dst->rkey);
+    ch.post_flag(peer, len | kDirectBit);
+  }
+  return true;
 }
 
-void Channel::release(int peer) {
-  // A message forwarded straight from its slot must have left before the
-  // slot is handed back.
-  if (slot_sources_in_flight_) {
-    flush();
-    slot_sources_in_flight_ = false;
+Channel::RecvWait Channel::recv(int peer, size_t len) { return RecvWait(*this, peer, len, false); }
+
+bool Channel::RecvWait::try_now() {
+  if (!is_direct && ch.line_message(peer, len)) {
+    data = ch.try_lines(peer, len);
+    return data != nullptr;
   }
+  if (!ch.try_flag(peer, is_direct ? len | kDirectBit : len)) return false;
+  if (!is_direct) {
+    const int k = int(ch.received_[size_t(peer)] % uint64_t(ch.layout_.num_slots));
+    data = ch.window_ + (len <= WindowLayout::kInlineBytes ? ch.layout_.inline_data(peer, k)
+                                                           : ch.layout_.slot(peer, k));
+  }
+  return true;
+}
+
+Channel::ReleaseWait Channel::release(int peer) { return ReleaseWait(*this, peer); }
+
+// A message forwarded straight from its slot must have left before the
+// slot is handed back.
+bool Channel::ReleaseWait::try_now() {
+  if (ch.slot_sources_in_flight_) {
+    if (ch.outstanding_.load(std::memory_order_acquire) != 0) return false;
+    ch.slot_sources_in_flight_ = false;
+  }
+  ch.do_release(peer);
+  return true;
+}
+
+void Channel::do_release(int peer) {
   const uint64_t consumed = ++received_[size_t(peer)];
   post_to_window(peer, &consumed, sizeof consumed, layout_.credit(rank_));
 }
@@ -318,79 +274,78 @@ void Channel::expose(int peer, void* buf, size_t len) {
                  layout_.expose(rank_) + offsetof(ExposeRecord, sequence));
 }
 
-RemoteRegion Channel::exposed_by(int peer) {
-  const uint64_t want = ++exposures_seen_[size_t(peer)];
-  auto* rec = reinterpret_cast<const volatile ExposeRecord*>(window_ + layout_.expose(peer));
-  wait_until(peer, "a zero-copy buffer", [&] {
-    return __atomic_load_n(&rec->sequence, __ATOMIC_ACQUIRE) == want;
-  });
-  RemoteRegion r;
-  r.addr = rec->addr;
-  r.length = rec->length;
-  r.rkey = uint32_t(rec->rkey);
-  return r;
+Channel::ExposedWait Channel::exposed_by(int peer) { return ExposedWait(*this, peer); }
+
+bool Channel::ExposedWait::try_now() {
+  const uint64_t want = ch.exposures_seen_[size_t(peer)] + 1;
+  auto* rec = reinterpret_cast<const volatile ExposeRecord*>(ch.window_ + ch.layout_.expose(peer));
+  if (__atomic_load_n(&rec->sequence, __ATOMIC_ACQUIRE) != want) return false;
+  ch.exposures_seen_[size_t(peer)] = want;
+  region.addr = rec->addr;
+  region.length = rec->length;
+  region.rkey = uint32_t(rec->rkey);
+  return true;
 }
 
-void Channel::send_direct(int peer, const RemoteRegion& dst, size_t offset, const void* src,
-                          size_t len) {
+Channel::SendWait Channel::send_direct(int peer, const RemoteRegion& dst, size_t offset,
+                                       const void* src, size_t len) {
   if (offset > dst.length || len > dst.length - offset)
     fail(COLL_ERR_INVALID_ARG,
          "rank %d: zero-copy write of %zu bytes at offset %zu into the %llu byte buffer of rank "
          "%d: do all ranks pass the same count and datatype?",
          rank_, len, offset, static_cast<unsigned long long>(dst.length), peer);
-  if (len >= kDirectBit)
-    fail(COLL_ERR_INTERNAL, "channel: direct message of %zu bytes", len);
-  wait_credit(peer);
-  if (len > 0) post_data(peer, src, len, dst.addr + offset, dst.rkey);
-  post_flag(peer, len | kDirectBit);
+  if (len >= kDirectBit) fail(COLL_ERR_INTERNAL, "channel: direct message of %zu bytes", len);
+  return SendWait(*this, peer, src, len, true, &dst, offset);
 }
 
-void Channel::recv_direct(int peer, size_t len) {
-  wait_flag(peer, len | kDirectBit);
-  release(peer);
+Task Channel::recv_direct(int peer, size_t len) {
+  co_await RecvWait(*this, peer, len, true);
+  co_await release(peer);
 }
 
 const MemoryRegion* Channel::pin(const void* buf, size_t len) {
   if (len == 0) return nullptr;
-  // Pinned already in this call (the communicator pins the user buffers on
-  // RDMA, and an algorithm then exposes recvbuf): no second cache lookup,
-  // whose page-frame check reads the whole range's page map.
+  // Pinned already by this operation (the communicator pins the user
+  // buffers on RDMA, and persistent operations at their init; an algorithm
+  // then exposes recvbuf): no second cache lookup.
   if (const MemoryRegion* mr = pinned(buf, len)) return mr;
+  if (!pins_) fail(COLL_ERR_INTERNAL, "channel: pin outside an operation");
   const MemoryRegion* mr = cache_.acquire(buf, len);
-  pins_.push_back(mr);
+  pins_->push_back(mr);
   return mr;
 }
 
-void Channel::flush() {
-  wait_until(rank_, "completion of its own writes", [&] { return outstanding_ == 0; });
+bool Channel::pair_used(int peer) const {
+  const size_t p = size_t(peer);
+  return sent_[p] || received_[p] || exposed_to_[p] || exposures_seen_[p];
 }
 
-void Channel::finish() {
-  flush();
-  drop_pins();
+// Deadlock freedom: every rank first sends its last message to each used
+// peer (credits for them were posted by the peers' earlier releases, which
+// wait for nothing), then receives; "used" is symmetric (a pair's traffic in
+// one direction implies credits or exposures read in the other).
+Task Channel::close() {
+  co_await flush();
+  std::vector<int> used;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && pair_used(p)) used.push_back(p);
+  for (int p : used) co_await send(p, nullptr, 0);
+  // Received but never released: the slot is not reused, and no credit
+  // goes back into a window that is about to go away.
+  for (int p : used) co_await recv(p, 0);
+  co_await flush();
 }
 
-void Channel::drop_pins() noexcept {
-  for (const MemoryRegion* mr : pins_) {
-    try {
-      cache_.release(mr);
-    } catch (const Error&) {
-      // Only a region the cache did not hand out throws: not one of ours.
-    }
-  }
-  pins_.clear();
-}
-
-void Channel::quiesce() {
+Task Channel::quiesce() {
   // Rewriting the last credit is harmless: credits are absolute counts.
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || (sent_[size_t(p)] == 0 && received_[size_t(p)] == 0)) continue;
     const uint64_t consumed = received_[size_t(p)];
     const RemoteRegion& w = peers_[size_t(p)];
-    post(p, kCountedContext, &consumed, sizeof consumed, nullptr, kWriteSignaled,
+    post(p, counted_context(), &consumed, sizeof consumed, nullptr, kWriteSignaled,
          w.addr + layout_.credit(rank_), w.rkey);
   }
-  flush();
+  co_await flush();
 }
 
 }  // namespace coll

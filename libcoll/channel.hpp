@@ -25,15 +25,20 @@
 // slot k for sequence m+1. A zero-copy ("direct") message puts its data
 // straight into the exposed buffer and only its flag into the box.
 // Sequences and credits run for the life of the communicator, so
-// collectives need no extra synchronisation between them. The flag
+// collectives need no extra synchronisation between them. Each
+// communicator has windows of its own (registered when it is created,
+// deregistered when it is freed), so the messages of two communicators can
+// never meet: the window a write lands in names its communicator. The flag
 // positions of the lines only ever hold flags, so stale data can never
 // pass for a flag.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "task.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
@@ -71,85 +76,150 @@ struct WindowLayout {
   }
 };
 
+// The channel of one communicator: its ranks are the communicator's, mapped
+// to the transport's (the process context's) ranks by `group`. Every wait is
+// a co_await (task.hpp): it returns at once when the awaited thing is there,
+// and otherwise suspends the operation until the progress engine finds it
+// ready. One operation uses a channel at a time (the communicator runs its
+// operations in the order they were started).
 class Channel {
  public:
   // cache registers user memory (pin) on transports that need it and for
   // zero-copy targets. zcopy_threshold: calls of at least that many bytes
-  // may go zero-copy (0: never). spin_polls: polls of a wait before it
-  // starts yielding the CPU.
+  // may go zero-copy (0: never). group[r]: the transport rank of rank r.
   Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
-          std::vector<RemoteRegion> peer_windows, double timeout_s, RegistrationCache& cache,
-          size_t zcopy_threshold, uint64_t spin_polls);
+          std::vector<RemoteRegion> peer_windows, std::vector<int> group, int rank,
+          RegistrationCache& cache, size_t zcopy_threshold);
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The transport rank of communicator rank r.
+  int transport_rank(int r) const { return group_[size_t(r)]; }
   size_t slot_bytes() const { return layout_.slot_bytes; }
-  double timeout_s() const { return timeout_s_; }
   bool needs_local_registration() const { return needs_registration_; }
   // Whether a call moving `bytes` should use the zero-copy messages.
   bool zero_copy(size_t bytes) const { return zcopy_threshold_ && bytes >= zcopy_threshold_; }
 
   // --- eager messages, through the slots -------------------------------
-  // Sends len <= slot_bytes() bytes from src to peer as the next message on
-  // the pair. Waits (bounded by the timeout) for a free slot. On transports
-  // that need local registration, src must lie in the window or in memory
-  // pinned for this call.
-  void send(int peer, const void* src, size_t len);
-  // Waits for the next message from peer, which must be len bytes long (a
-  // different length means the ranks disagree on the arguments: error).
-  // Returns its bytes in our window, valid until release(peer).
-  const void* recv(int peer, size_t len);
-  // Gives the slot of the oldest received message from peer back to peer.
-  void release(int peer);
+  // co_await send(peer, src, len): sends len <= slot_bytes() bytes from src
+  // to peer as the next message on the pair, once a slot is free. On
+  // transports that need local registration, src must lie in the window or
+  // in memory pinned for this operation.
+  struct SendWait : Wait<SendWait> {
+    SendWait(Channel& c, int p, const void* s, size_t n, bool direct, const RemoteRegion* d,
+             size_t off)
+        : Wait(p, "a free slot"), ch(c), src(s), len(n), is_direct(direct), dst(d), offset(off) {}
+    bool try_now();
+    void await_resume() const {}
+    Channel& ch;
+    const void* src;
+    size_t len;
+    bool is_direct;
+    const RemoteRegion* dst;
+    size_t offset;
+  };
+  SendWait send(int peer, const void* src, size_t len);
+  // co_await recv(peer, len): the next message from peer, which must be len
+  // bytes long (a different length means the ranks disagree on the
+  // arguments: error). Its bytes are in our window, valid until
+  // release(peer).
+  struct RecvWait : Wait<RecvWait> {
+    RecvWait(Channel& c, int p, size_t n, bool direct)
+        : Wait(p, direct ? "a zero-copy message" : "a message"), ch(c), len(n), is_direct(direct) {}
+    bool try_now();
+    const void* await_resume() const { return data; }
+    Channel& ch;
+    size_t len;
+    bool is_direct;
+    bool arrived = false;
+    const void* data = nullptr;
+  };
+  RecvWait recv(int peer, size_t len);
+  // co_await release(peer): gives the slot of the oldest received message
+  // from peer back to peer (after the writes forwarded from it are done).
+  struct ReleaseWait : Wait<ReleaseWait> {
+    ReleaseWait(Channel& c, int p) : Wait(p, "completion of its own writes"), ch(c) {}
+    bool try_now();
+    void await_resume() const {}
+    Channel& ch;
+  };
+  ReleaseWait release(int peer);
 
   // --- zero-copy messages, straight into an exposed user buffer --------
   // Lets peer write into [buf, buf + len) (pinned here) during this call.
   void expose(int peer, void* buf, size_t len);
-  // Waits for the buffer that peer exposed to us for this call.
-  RemoteRegion exposed_by(int peer);
-  // Writes len bytes from src into dst (exposed by peer) at offset, then
-  // the flag of a direct message.
-  void send_direct(int peer, const RemoteRegion& dst, size_t offset, const void* src,
-                   size_t len);
-  // Waits for a direct message of len bytes from peer: its data is then in
-  // the buffer we exposed. Its slot is released at once.
-  void recv_direct(int peer, size_t len);
+  // co_await exposed_by(peer): the buffer that peer exposed to us for this
+  // call.
+  struct ExposedWait : Wait<ExposedWait> {
+    ExposedWait(Channel& c, int p) : Wait(p, "a zero-copy buffer"), ch(c) {}
+    bool try_now();
+    RemoteRegion await_resume() const { return region; }
+    Channel& ch;
+    RemoteRegion region;
+  };
+  ExposedWait exposed_by(int peer);
+  // co_await send_direct(...): writes len bytes from src into dst (exposed
+  // by peer) at offset, then the flag of a direct message.
+  SendWait send_direct(int peer, const RemoteRegion& dst, size_t offset, const void* src,
+                       size_t len);
+  // co_await recv_direct(peer, len): waits for a direct message of len
+  // bytes from peer (its data is then in the buffer we exposed) and
+  // releases its slot.
+  Task recv_direct(int peer, size_t len);
 
-  // --- per call (the communicator brackets every algorithm with these) ---
-  // Registers (through the cache) user memory of this call. len 0 is a
-  // no-op. Returns the registration.
+  // --- per operation ---------------------------------------------------
+  // The registrations of the running operation: pin() adds to them, sends
+  // look their sources up in them. The communicator points the channel at
+  // an operation's list while that operation runs.
+  void use_pins(std::vector<const MemoryRegion*>* pins) { pins_ = pins; }
+  // Registers (through the cache) user memory of this operation. len 0 is
+  // a no-op. Returns the registration.
   const MemoryRegion* pin(const void* buf, size_t len);
-  // Waits until every signaled write posted so far has completed.
-  void flush();
-  // flush(), then drops this call's pins.
-  void finish();
-  // After a failed call: drops the pins without waiting.
-  void drop_pins() noexcept;
+  // co_await flush(): every signaled write posted so far has completed.
+  struct FlushWait : Wait<FlushWait> {
+    explicit FlushWait(Channel& c) : Wait(-1, "completion of its own writes"), ch(c) {}
+    bool try_now() { return ch.outstanding_.load(std::memory_order_acquire) == 0; }
+    void await_resume() const {}
+    Channel& ch;
+  };
+  FlushWait flush() { return FlushWait(*this); }
+  // Transport completion of one of this channel's signaled writes (the
+  // context routes completions by their context word, this channel).
+  void completed() { outstanding_.fetch_sub(1, std::memory_order_acq_rel); }
 
-  // Waits until every write this rank ever posted has completed: used before
-  // the communicator's windows go away. On ordered transports the completion
-  // of a last signaled write to a peer implies all earlier ones.
-  void quiesce();
+  // Before the windows of a communicator that stays in a running context go
+  // away: every pair that carried anything exchanges one last message, and
+  // each rank waits for those addressed to it. Messages on a pair arrive in
+  // order, so after it no write of a peer into our window is still on its
+  // way (credits included), and none will come.
+  Task close();
+  // At finalize, where a bootstrap barrier follows: a last signaled credit
+  // to every peer, then flush. On ordered transports the completion of the
+  // last write to a peer implies all earlier ones.
+  Task quiesce();
 
  private:
-  template <class Ready>
-  void wait_until(int peer, const char* what, Ready ready);
-  void progress();
   void post(int peer, uint64_t context, const void* src, size_t len, const MemoryRegion* mr,
             int flags, uint64_t remote_addr, uint32_t rkey);
   void post_to_window(int peer, const void* src, size_t len, size_t offset);
   void post_data(int peer, const void* src, size_t len, uint64_t remote_addr, uint32_t rkey);
   void post_flag(int peer, size_t len_field);
-  uint64_t wait_flag(int peer, size_t len_field);
-  const void* wait_lines(int peer, size_t len);
+  bool credit_ready(int peer) const;
+  bool try_flag(int peer, size_t len_field);
+  const void* try_lines(int peer, size_t len);
+  void do_send(int peer, const void* src, size_t len);
+  void do_release(int peer);
   bool line_message(int peer, size_t len) const {
     return len <= WindowLayout::kMaxLineMessage && line_peers_[size_t(peer)];
   }
+  bool pair_used(int peer) const;
+  // The context word of a counted (signaled) write: this channel, so that
+  // whoever polls the shared transport can route the completion here.
+  uint64_t counted_context() const { return reinterpret_cast<uintptr_t>(this); }
   [[noreturn]] void length_mismatch(int peer, uint64_t got, uint64_t want) const;
   [[noreturn]] void post_failed(int peer, size_t len);
-  void wait_credit(int peer);
   const MemoryRegion* local_region(const void* src, size_t len) const;
   const MemoryRegion* pinned(const void* addr, size_t len) const;  // nullptr: not in this call
   const volatile uint64_t* local_word(size_t offset) const;
@@ -158,10 +228,9 @@ class Channel {
   WindowLayout layout_;
   MemoryRegion* window_mr_;
   std::vector<RemoteRegion> peers_;
-  double timeout_s_;
+  std::vector<int> group_;
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
-  uint64_t spin_polls_;
   int rank_;
   int size_;
   char* window_;
@@ -170,10 +239,10 @@ class Channel {
   std::vector<uint64_t> received_;       // messages released from each peer
   std::vector<uint64_t> exposed_to_;     // buffers exposed to each peer
   std::vector<uint64_t> exposures_seen_;  // buffers each peer exposed to us
-  std::vector<const MemoryRegion*> pins_;  // this call's registrations
+  std::vector<const MemoryRegion*>* pins_ = nullptr;  // the running operation's
   std::vector<char> line_peers_;         // transport_.line_writes(peer)
   std::vector<char> staging_;            // a received line message, contiguous, per peer
-  uint64_t outstanding_ = 0;             // signaled writes not yet completed
+  std::atomic<uint64_t> outstanding_{0};  // signaled writes not yet completed
   bool slot_sources_in_flight_ = false;  // a write from one of our slots may not be done
 };
 

@@ -2,185 +2,320 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
+#include <numeric>
 
-#include "datatype.hpp"
+#include "context.hpp"
 #include "error.hpp"
-#include "transport/host_identity.hpp"
 
 namespace coll {
-namespace {
 
-constexpr size_t kUnpinnedCacheBytes = size_t(1) << 40;
-
-bool overlaps(const void* a, const void* b, size_t len) {
-  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + len && y < x + len;
-}
-
-size_t checked_bytes(size_t count, int datatype) {
-  if (!valid_datatype(datatype))
-    fail(COLL_ERR_INVALID_ARG, "unknown datatype %d", datatype);
-  const size_t es = datatype_size(datatype);
-  if (count > SIZE_MAX / es)
-    fail(COLL_ERR_INVALID_ARG, "count %zu of %s overflows the address space", count,
-         datatype_name(datatype));
-  return count * es;
-}
-
-}  // namespace
-
-Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config)
-    : config_(config), boot_(std::move(boot)) {
-  if (!config_.allreduce_algo.empty()) forced_allreduce_ = &find_allreduce(config_.allreduce_algo);
-  if (!config_.bcast_algo.empty()) forced_bcast_ = &find_bcast(config_.bcast_algo);
-  load_selection();  // a bad COLL_TUNING_FILE fails coll_init, not the first collective
-  select_reduce_kernels(config_.reduce_kernels);
-
-  WindowLayout layout;
-  layout.slot_bytes = config_.slot_bytes;
-  layout.num_slots = config_.num_slots;
-  layout.nranks = boot_->size();
-  TransportOptions topts;
-  topts.window_bytes = layout.window_bytes();
-  topts.timeout_s = config_.timeout_s;
-  const HostMap host = gather_host_map(*boot_, config_.timeout_s);
-  transport_ = make_transport(config_.transport, *boot_, topts, host.hosts);
-
-  // The window is registered once, here, and its {addr, rkey} traded.
-  window_mr_ = transport_->reg_write(transport_->window_base(), layout.window_bytes());
-  RemoteRegion mine;
-  mine.addr = reinterpret_cast<uintptr_t>(window_mr_->addr);
-  mine.length = window_mr_->length;
-  mine.rkey = window_mr_->rkey;
-  auto all = boot_->allgather(std::string(reinterpret_cast<char*>(&mine), sizeof mine),
-                              config_.timeout_s);
-  std::vector<RemoteRegion> peers(all.size());
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].size() != sizeof(RemoteRegion))
-      fail(COLL_ERR_INTERNAL, "window exchange: rank %zu sent %zu bytes", r, all[r].size());
-    std::memcpy(&peers[r], all[r].data(), sizeof(RemoteRegion));
+Communicator::Window Communicator::make_window(Context& ctx, int size, void* preset) {
+  Window w;
+  w.layout.slot_bytes = ctx.config().slot_bytes;
+  w.layout.num_slots = ctx.config().num_slots;
+  w.layout.nranks = size;
+  w.bytes = w.layout.window_bytes();
+  Transport& t = ctx.transport();
+  w.memory = preset ? preset : t.alloc_window(w.bytes);
+  try {
+    w.mr = t.reg_write(w.memory, w.bytes);
+  } catch (...) {
+    if (!preset) t.free_window(w.memory, w.bytes);
+    throw;
   }
-  Transport& t = *transport_;
-  // Only transports that pin pages (RDMA) are bounded by the locked-memory
-  // limit (0: derived from RLIMIT_MEMLOCK); a shm or tcp registration is a
-  // table entry, and runs out of entries (NO_RESOURCES: evict and retry).
-  const size_t max_pinned = t.needs_local_registration() ? 0 : kUnpinnedCacheBytes;
-  cache_ = std::make_unique<RegistrationCache>(
-      [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
-      [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
-  // Ranks that outnumber the cores of their host must not spin: the peer a
-  // rank waits for may need its core.
-  const bool oversubscribed = host.local_ranks > host.local_cpus;
-  const uint64_t spin = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
+  return w;
+}
+
+Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, int rank,
+                           const WindowLayout& layout, void* window, MemoryRegion* window_mr,
+                           std::vector<RemoteRegion> peer_windows)
+    : ctx_(ctx), id_(id) {
+  window_.memory = window;
+  window_.bytes = layout.window_bytes();
+  window_.mr = window_mr;
+  window_.layout = layout;
+  Transport& t = ctx.transport();
   channel_ = std::make_unique<Channel>(
-      *transport_, layout, window_mr_, std::move(peers), config_.timeout_s, *cache_,
-      config_.zcopy_threshold.value_or(transport_->default_zcopy_threshold()), spin);
-  // No rank writes into a window before every window is registered.
-  boot_->barrier(config_.timeout_s);
-  if (config_.debug)
-    std::fprintf(stderr,
-                 "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B, "
-                 "reduce kernels %s, %d ranks on %d cpus of this host: %s\n",
-                 rank(), size(), boot_->name(), transport_->describe().c_str(), layout.num_slots,
-                 layout.slot_bytes, reduce_kernels_name(), host.local_ranks, host.local_cpus,
-                 oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first");
+      t, layout, window_mr, std::move(peer_windows), std::move(group), rank, ctx.cache(),
+      ctx.config().zcopy_threshold.value_or(t.default_zcopy_threshold()));
 }
 
 Communicator::~Communicator() {
-  // Peers may still write into our window (a credit after their last
-  // message) until they are done: windows go away only after every rank
-  // has seen all its writes complete. A failed communicator skips the
-  // handshake, whose peers may be gone; its writes fail harmlessly.
-  if (!failed_status_) {
-    try {
-      channel_->quiesce();
-      boot_->barrier(config_.timeout_s);
-    } catch (const Error&) {
-      // Finalize goes on: nothing more can be done for a peer that is gone.
-    }
-  }
   channel_.reset();
-  cache_.reset();  // rdma_dereg_mr(3): every region before the PD goes
-  if (window_mr_) transport_->dereg(window_mr_);
+  Transport& t = ctx_.transport();
+  if (window_.mr) t.dereg(window_.mr);  // rdma_dereg_mr(3): before the memory goes
+  if (window_.memory && window_.memory != t.window_base()) t.free_window(window_.memory, window_.bytes);
 }
 
 const char* Communicator::last_algorithm(const std::string& collective) const {
-  if (collective == "allreduce") return last_allreduce_;
-  if (collective == "bcast") return last_bcast_;
-  if (collective == "barrier") return config_.dissemination_barrier ? "dissemination" : "tree";
-  return "";
+  const CollectiveInfo* c = find_collective(collective);
+  if (!c) return "";
+  const char* name = last_[int(c->id)];
+  return name ? name : "";
 }
 
-// One collective call: the user buffers are pinned (registered through the
-// cache) where the transport needs it, the algorithm runs, and the call
-// ends when its writes have completed. Any failure inside is sticky.
-template <class Body>
-void Communicator::run(std::initializer_list<std::pair<const void*, size_t>> buffers,
-                       Body body) {
-  if (failed_status_)
-    throw Error(failed_status_, "the communicator failed earlier: " + failed_message_);
-  try {
-    if (channel_->needs_local_registration())
-      for (auto [buf, len] : buffers) channel_->pin(buf, len);
-    body();
-    channel_->finish();
-  } catch (const Error& e) {
-    channel_->drop_pins();
-    failed_status_ = e.status();
-    failed_message_ = e.what();
-    throw;
+const Blocker* Communicator::blocked() const { return head_ ? head_->task.blocked() : nullptr; }
+
+bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {
+  const CollectiveInfo& info = collective_info(c);
+  op.args = args;
+  info.check(op.args, size(), rank());
+  const Algorithm* algo = ctx_.forced(c);
+  if (!algo) algo = &choose_algorithm(c, size(), op.args.bytes);
+  last_[int(c)] = algo->name;
+  const bool trivial = info.empty(op.args) || size() == 1;
+  if (trivial && !persistent) {
+    if (failed_status_)
+      throw Error(failed_status_, "the communicator failed earlier: " + failed_message_);
+    if (!info.empty(op.args)) info.local(op.args);
+    return false;
   }
+  op.comm = this;
+  op.collective = info.name;
+  op.info = &info;
+  op.persistent = persistent;
+  op.complete = true;
+  Operation* o = &op;
+  if (trivial) {
+    // A persistent call that moves nothing still starts and completes.
+    op.body = [o](Channel&) -> Task {
+      if (!o->info->empty(o->args)) o->info->local(o->args);
+      co_return;
+    };
+    return true;
+  }
+  op.body = [algo, o](Channel& ch) { return algo->run(ch, o->args); };
+  if (persistent) {
+    // Pinned once: coll_start performs no cache lookup and no registration.
+    if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
+      for (auto [buf, len] : info.buffers(op.args, size()))
+        if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len));
+    }
+    op.held_pins = op.pins.size();
+  }
+  return true;
 }
 
-void Communicator::allreduce(const void* sendbuf, void* recvbuf, size_t count, int datatype,
-                             int op) {
-  const size_t bytes = checked_bytes(count, datatype);
-  if (!valid_op(op)) fail(COLL_ERR_INVALID_ARG, "unknown reduction op %d", op);
-  ReduceFn reduce = reduce_function(datatype, op);
-  if (!reduce)
-    fail(COLL_ERR_INVALID_ARG, "op %s is not defined on datatype %s (integer types only)",
-         op_name(op), datatype_name(datatype));
-  if (sendbuf == COLL_IN_PLACE) sendbuf = recvbuf;
-  if (count > 0 && (!recvbuf || !sendbuf))
-    fail(COLL_ERR_INVALID_ARG, "allreduce: NULL %s with count %zu", recvbuf ? "sendbuf" : "recvbuf",
-         count);
-  if (sendbuf != recvbuf && overlaps(sendbuf, recvbuf, bytes))
-    fail(COLL_ERR_INVALID_ARG,
-         "allreduce: sendbuf and recvbuf overlap (use COLL_IN_PLACE to reduce in place)");
-  const AllreduceAlgorithm& algo =
-      forced_allreduce_ ? *forced_allreduce_ : choose_allreduce(size(), bytes);
-  last_allreduce_ = algo.name;
-  if (count == 0) return;
-  if (size() == 1) {
-    if (sendbuf != recvbuf) run({}, [&] { std::memcpy(recvbuf, sendbuf, bytes); });
+std::unique_ptr<Operation> Communicator::make_internal(const char* what,
+                                                       std::function<Task(Channel&)> body) {
+  auto op = std::make_unique<Operation>();
+  op->comm = this;
+  op->collective = what;
+  op->body = std::move(body);
+  op->complete = true;
+  return op;
+}
+
+void Communicator::start(Operation& op) {
+  op.active = true;
+  op.complete = false;
+  op.status = 0;
+  op.message.clear();
+  op.next = nullptr;
+  if (failed_status_) {
+    op.status = failed_status_;
+    op.message = "the communicator failed earlier: " + failed_message_;
+    op.active = false;
+    op.complete = true;
     return;
   }
-  AllreduceArgs args{sendbuf, recvbuf, count, datatype_size(datatype), reduce};
-  if (sendbuf == recvbuf)
-    run({{recvbuf, bytes}}, [&] { algo.run(*channel_, args); });
+  if (tail_)
+    tail_->next = &op;
   else
-    run({{sendbuf, bytes}, {recvbuf, bytes}}, [&] { algo.run(*channel_, args); });
+    head_ = &op;
+  tail_ = &op;
+  ctx_.note_pending(this);
+  advance();
 }
 
-void Communicator::bcast(void* buf, size_t count, int datatype, int root) {
-  const size_t bytes = checked_bytes(count, datatype);
-  if (root < 0 || root >= size())
-    fail(COLL_ERR_INVALID_ARG, "bcast: root %d out of range [0, %d)", root, size());
-  if (count > 0 && !buf) fail(COLL_ERR_INVALID_ARG, "bcast: NULL buffer with count %zu", count);
-  const BcastAlgorithm& algo = forced_bcast_ ? *forced_bcast_ : choose_bcast(size(), bytes);
-  last_bcast_ = algo.name;
-  if (count == 0 || size() == 1) return;
-  BcastArgs args{buf, bytes, root};
-  run({{buf, bytes}}, [&] { algo.run(*channel_, args); });
+// The activation's task: the body, then a flush, so that the operation ends
+// only when its writes have completed (its sources may then change).
+Task Communicator::run(Operation& op) {
+  co_await op.body(*channel_);
+  co_await channel_->flush();
 }
 
-void Communicator::barrier() {
-  if (config_.dissemination_barrier)
-    run({}, [&] { dissemination_barrier(*channel_); });
-  else
-    run({}, [&] { tree_barrier(*channel_); });
+void Communicator::begin(Operation& op) {
+  channel_->use_pins(&op.pins);
+  // User buffers are pinned where the transport needs it (RDMA); persistent
+  // operations hold theirs since their init.
+  if (!op.persistent && channel_->needs_local_registration() && op.args.bytes > 0) {
+    if (op.info)
+      for (auto [buf, len] : op.info->buffers(op.args, size())) channel_->pin(buf, len);
+  }
+  op.task = run(op);
+}
+
+bool Communicator::advance() {
+  bool progressed = false;
+  while (Operation* op = head_) {
+    if (!op->task) {
+      try {
+        begin(*op);
+      } catch (const Error& e) {
+        fail(e.status(), e.what());
+        return true;
+      }
+    } else if (Blocker* b = op->task.blocked()) {
+      bool ready;
+      try {
+        ready = b->poll(b);
+      } catch (const Error& e) {
+        fail(e.status(), e.what());
+        return true;
+      }
+      if (!ready) return progressed;
+    }
+    progressed = true;
+    ++epoch_;
+    if (!op->task.step()) return true;
+    finish(*op);
+  }
+  return progressed;
+}
+
+void Communicator::finish(Operation& op) {
+  head_ = op.next;
+  if (!head_) tail_ = nullptr;
+  op.next = nullptr;
+  std::exception_ptr error = op.task.error();
+  op.task = Task();
+  channel_->use_pins(nullptr);
+  for (size_t i = op.held_pins; i < op.pins.size(); ++i) {
+    try {
+      ctx_.cache().release(op.pins[i]);
+    } catch (const Error&) {
+      // Only a region the cache did not hand out throws: not one of ours.
+    }
+  }
+  op.pins.resize(op.held_pins);
+  op.active = false;
+  op.complete = true;
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      op.status = e.status();
+      op.message = e.what();
+    } catch (const std::bad_alloc&) {
+      op.status = COLL_ERR_NO_RESOURCES;
+      op.message = "out of memory";
+    } catch (const std::exception& e) {
+      op.status = COLL_ERR_INTERNAL;
+      op.message = std::string("internal error: ") + e.what();
+    }
+    // A failure inside the exchange leaves the ranks out of step: sticky.
+    fail(op.status, op.message);
+  }
+}
+
+void Communicator::fail(int status, const std::string& message) {
+  if (!failed_status_) {
+    failed_status_ = status;
+    failed_message_ = message;
+  }
+  while (Operation* op = head_) {
+    head_ = op->next;
+    op->next = nullptr;
+    op->task = Task();
+    for (size_t i = op->held_pins; i < op->pins.size(); ++i) {
+      try {
+        ctx_.cache().release(op->pins[i]);
+      } catch (const Error&) {
+      }
+    }
+    op->pins.resize(op->held_pins);
+    op->active = false;
+    op->complete = true;
+    op->status = status;
+    op->message = message;
+  }
+  tail_ = nullptr;
+  channel_->use_pins(nullptr);
+}
+
+void Communicator::release_pins(Operation& op) {
+  for (const MemoryRegion* mr : op.pins) {
+    try {
+      ctx_.cache().release(mr);
+    } catch (const Error&) {
+    }
+  }
+  op.pins.clear();
+  op.held_pins = 0;
+}
+
+Task Communicator::split_body(Channel& ch, int color, int key,
+                              std::unique_ptr<Communicator>* out) {
+  const int n = ch.size(), me = ch.rank();
+  // Colors and keys, then windows: two allgathers over the parent. Every
+  // rank takes part in both, COLL_UNDEFINED ones too (they send an empty
+  // window).
+  struct Entry {
+    int32_t color, key;
+  };
+  std::vector<Entry> entries(static_cast<size_t>(n));
+  const Entry mine{color, key};
+  Args a;
+  a.sendbuf = &mine;
+  a.recvbuf = entries.data();
+  a.count = sizeof(Entry);
+  a.datatype = COLL_UINT8;
+  collective_info(Coll::kAllgather).check(a, n, me);
+  ch.pin(&mine, sizeof mine);
+  ch.pin(entries.data(), entries.size() * sizeof(Entry));
+  co_await ring_allgather(ch, a);
+
+  std::vector<int> members;  // parent ranks, in the new order
+  if (color != COLL_UNDEFINED) {
+    for (int r = 0; r < n; ++r)
+      if (entries[size_t(r)].color == color) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&](int x, int y) {
+      return entries[size_t(x)].key < entries[size_t(y)].key;
+    });
+  }
+  Window w;
+  struct Published {
+    uint64_t addr, length, rkey;
+  };
+  Published pub{};  // all bytes defined: it goes on the wire
+  if (!members.empty()) {
+    w = make_window(ctx_, int(members.size()));
+    pub = {reinterpret_cast<uintptr_t>(w.mr->addr), w.mr->length, w.mr->rkey};
+  }
+  std::vector<Published> all(static_cast<size_t>(n));
+  Args b;
+  b.sendbuf = &pub;
+  b.recvbuf = all.data();
+  b.count = sizeof(Published);
+  b.datatype = COLL_UINT8;
+  collective_info(Coll::kAllgather).check(b, n, me);
+  try {
+    ch.pin(&pub, sizeof pub);
+    ch.pin(all.data(), all.size() * sizeof(Published));
+    co_await ring_allgather(ch, b);
+  } catch (...) {
+    if (w.mr) ctx_.transport().dereg(w.mr);
+    if (w.memory) ctx_.transport().free_window(w.memory, w.bytes);
+    throw;
+  }
+  if (members.empty()) co_return;
+  std::vector<int> group;
+  std::vector<RemoteRegion> peers;
+  int new_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int r = members[i];
+    if (r == me) new_rank = int(i);
+    group.push_back(ch.transport_rank(r));
+    RemoteRegion rr;
+    rr.addr = all[size_t(r)].addr;
+    rr.length = all[size_t(r)].length;
+    rr.rkey = uint32_t(all[size_t(r)].rkey);
+    peers.push_back(rr);
+  }
+  *out = std::make_unique<Communicator>(ctx_, ctx_.next_comm_id(), std::move(group), new_rank,
+                                        w.layout, w.memory, w.mr, std::move(peers));
 }
 
 }  // namespace coll

@@ -1,64 +1,127 @@
-// A communicator: its bootstrap, its transport, its registered window, the
-// registration cache of user buffers, and the channel the algorithms run
-// on. Owns them in that order, so they are torn down in reverse: channel,
-// cache (deregistering every user buffer), window registration, transport
-// (its protection domain), bootstrap.
+// A communicator: a group of the context's ranks, its own window (memory
+// from the transport, registered with reg_write, its {addr, rkey} traded
+// with the members when it is created), the channel the algorithms run on,
+// the queue of its operations, and its sticky error. Everything a process
+// has once (bootstrap, transport, registration cache, configuration) is
+// the Context's.
+//
+// Creating one (dup, split) is a collective over the parent communicator:
+// the colors, keys and window keys travel as an allgather through the
+// parent's channel, never through the bootstrap. Freeing one is a
+// collective over itself: a closing handshake (Channel::close) guarantees
+// that no peer still writes into its window, which is then deregistered
+// and returned to the transport.
 #pragma once
 
-#include <initializer_list>
+#include <atomic>
 #include <memory>
-#include <utility>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "algorithms.hpp"
-#include "bootstrap/bootstrap.hpp"
 #include "channel.hpp"
-#include "env.hpp"
-#include "regcache.hpp"
-#include "transport/transport.hpp"
+#include "operation.hpp"
 
 namespace coll {
 
+class Context;
+
 class Communicator {
  public:
-  Communicator(std::unique_ptr<Bootstrap> boot, const Config& config);
+  // group[r]: the context rank of rank r; rank: this process's rank in it.
+  // window: memory from Transport::alloc_window, registered as window_mr;
+  // peer_windows[r]: rank r's window.
+  Communicator(Context& ctx, uint64_t id, std::vector<int> group, int rank,
+               const WindowLayout& layout, void* window, MemoryRegion* window_mr,
+               std::vector<RemoteRegion> peer_windows);
+  // Deregisters the window and gives it back. The caller has run close()
+  // (or, at finalize, quiesce() and a bootstrap barrier).
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int rank() const { return boot_->rank(); }
-  int size() const { return boot_->size(); }
-  const char* transport_name() const { return transport_->name(); }
-  const char* bootstrap_name() const { return boot_->name(); }
+  // Allocates and registers the window of a communicator of `size` ranks.
+  struct Window {
+    void* memory = nullptr;
+    size_t bytes = 0;
+    MemoryRegion* mr = nullptr;
+    WindowLayout layout;
+  };
+  static Window make_window(Context& ctx, int size, void* preset = nullptr);
+
+  Context& context() const { return ctx_; }
+  uint64_t id() const { return id_; }
+  int rank() const { return channel_->rank(); }
+  int size() const { return channel_->size(); }
+  Channel& channel() { return *channel_; }
   // "" before the first call of that collective.
   const char* last_algorithm(const std::string& collective) const;
 
-  // Arguments are checked before anything is written; a bad one throws
-  // Error(COLL_ERR_INVALID_ARG) and leaves the communicator usable. A
-  // failure during the exchange is sticky: every later call throws it.
-  void allreduce(const void* sendbuf, void* recvbuf, size_t count, int datatype, int op);
-  void bcast(void* buf, size_t count, int datatype, int root);
-  void barrier();
+  // Prepares op as an operation of collective c: args are checked (a bad
+  // one throws Error(COLL_ERR_INVALID_ARG) and leaves the communicator
+  // usable) and the algorithm chosen. Returns false when the call moves
+  // nothing (count 0, or one rank), which is then done here, at once; a
+  // persistent operation is always prepared, and pins its buffers now.
+  bool make_collective(Coll c, const Args& args, bool persistent, Operation& op);
+  // The operation blocking calls reuse (a blocking call is complete before
+  // it returns, and a communicator is entered by one thread at a time).
+  Operation& blocking_op() { return blocking_op_; }
+  // An operation that runs body (communicator constructors, the closing
+  // handshake).
+  std::unique_ptr<Operation> make_internal(const char* what, std::function<Task(Channel&)> body);
+  // Queues op (every rank starts operations in the same order) and runs it
+  // as far as it goes without waiting.
+  void start(Operation& op);
+  // Runs the queued operations as far as they go. Returns whether any made
+  // progress. The caller holds progress_mutex() where threads meet.
+  bool advance();
+  bool idle() const { return head_ == nullptr; }
+  // What the head operation waits for (nullptr: nothing queued, or not
+  // blocked).
+  const Blocker* blocked() const;
+  // Counts every resumption: the engine's timeout measures time without
+  // progress.
+  uint64_t progress_epoch() const { return epoch_; }
+  // Ends every queued operation with this failure, and every later one:
+  // the communicator is failed (sticky).
+  void fail(int status, const std::string& message);
+  int failed_status() const { return failed_status_; }
+  // Drops the pins of a persistent operation (coll_request_free).
+  void release_pins(Operation& op);
 
-  RegcacheStats regcache_stats() const { return cache_->stats(); }
-  void invalidate(const void* addr, size_t len) { cache_->invalidate(addr, len); }
+  // Communicator constructors: bodies for make_internal on the parent.
+  // split: ranks of equal color, ordered by (key, parent rank); color
+  // COLL_UNDEFINED gives *out == nullptr. dup: split with one color and the
+  // parent's order.
+  Task split_body(Channel& ch, int color, int key, std::unique_ptr<Communicator>* out);
+
+  std::mutex& progress_mutex() { return progress_mutex_; }
+  // Set while a thread is inside a call on this communicator: a second
+  // thread entering at the same time is erroneous (MPI) and detected.
+  std::atomic<bool>& in_use() { return in_use_; }
+  // This communicator's reference on the context's list of communicators
+  // with queued operations.
+  bool listed_pending = false;
 
  private:
-  template <class Body>
-  void run(std::initializer_list<std::pair<const void*, size_t>> buffers, Body body);
+  void begin(Operation& op);
+  void finish(Operation& op);
+  Task run(Operation& op);
 
-  Config config_;
-  std::unique_ptr<Bootstrap> boot_;
-  std::unique_ptr<Transport> transport_;
-  MemoryRegion* window_mr_ = nullptr;
-  std::unique_ptr<RegistrationCache> cache_;
+  Context& ctx_;
+  uint64_t id_;
+  Window window_;
   std::unique_ptr<Channel> channel_;
-  const AllreduceAlgorithm* forced_allreduce_ = nullptr;
-  const BcastAlgorithm* forced_bcast_ = nullptr;
-  const char* last_allreduce_ = "";
-  const char* last_bcast_ = "";
+  const char* last_[kCollCount] = {};
+  Operation* head_ = nullptr;
+  Operation* tail_ = nullptr;
+  uint64_t epoch_ = 0;
   int failed_status_ = 0;
   std::string failed_message_;
+  std::mutex progress_mutex_;
+  std::atomic<bool> in_use_{false};
+  Operation blocking_op_;
 };
 
 }  // namespace coll

@@ -67,16 +67,6 @@ Config load_config() {
   Config c;
   c.transport = env_string("COLL_TRANSPORT");
   if (c.transport == "auto") c.transport.clear();
-  c.allreduce_algo = env_string("COLL_ALLREDUCE_ALGO");
-  if (c.allreduce_algo == "auto") c.allreduce_algo.clear();
-  c.bcast_algo = env_string("COLL_BCAST_ALGO");
-  if (c.bcast_algo == "auto") c.bcast_algo.clear();
-  const std::string barrier = env_string("COLL_BARRIER_ALGO", "auto");
-  if (barrier != "auto" && barrier != "tree" && barrier != "dissemination")
-    fail(COLL_ERR_INVALID_ARG,
-         "COLL_BARRIER_ALGO=%s: unknown algorithm (valid: tree, dissemination, auto)",
-         barrier.c_str());
-  c.dissemination_barrier = barrier == "dissemination";
   c.reduce_kernels = env_string("COLL_REDUCE_KERNELS");
   c.timeout_s = env_double("COLL_TIMEOUT", c.timeout_s, 0.01, 1e9);
   c.slot_bytes = env_bytes("COLL_SLOT_SIZE", c.slot_bytes, 64, size_t{1} << 30);
@@ -92,6 +82,10 @@ Config load_config() {
     fail(COLL_ERR_INVALID_ARG, "COLL_REGCACHE=%s: expected 0 or 1", cache.c_str());
   c.regcache = cache == "1";
   c.debug = env_string("COLL_DEBUG", "0") != "0";
+  const std::string async = env_string("COLL_ASYNC_PROGRESS", "0");
+  if (async != "0" && async != "1")
+    fail(COLL_ERR_INVALID_ARG, "COLL_ASYNC_PROGRESS=%s: expected 0 or 1", async.c_str());
+  c.async_progress = async == "1";
   if (!env_string("COLL_SPIN_POLLS").empty())
     c.spin_polls = env_bytes("COLL_SPIN_POLLS", 0, 0, uint64_t(1) << 40);
   return c;

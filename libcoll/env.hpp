@@ -12,11 +12,8 @@ namespace coll {
 
 struct Config {
   std::string transport;       // COLL_TRANSPORT: "" (auto), shm, tcp, shm+tcp, rdma
-  std::string allreduce_algo;  // COLL_ALLREDUCE_ALGO: "" = choose
-  std::string bcast_algo;      // COLL_BCAST_ALGO: "" = choose
-  // COLL_BARRIER_ALGO: tree (default, auto) or dissemination
-  // (algorithms/barrier.cpp).
-  bool dissemination_barrier = false;
+  // The COLL_<NAME>_ALGO knobs are read by the context from the collective
+  // registry (algorithms/algorithms.hpp), one per collective.
   // COLL_REDUCE_KERNELS: "" (auto: the widest the CPU runs), baseline, avx2,
   // avx512 (libcoll/reduce_kernels.hpp); checked at coll_init.
   std::string reduce_kernels;
@@ -29,6 +26,9 @@ struct Config {
   std::optional<size_t> zcopy_threshold;
   bool regcache = true;  // COLL_REGCACHE=0: register/deregister every call
   bool debug = false;    // COLL_DEBUG=1: one line per rank at coll_init
+  // COLL_ASYNC_PROGRESS=1: a progress thread advances non-blocking
+  // operations while the application computes.
+  bool async_progress = false;
   // COLL_SPIN_POLLS: polls of a wait before it yields the CPU. Unset: 64,
   // or 0 when the ranks on a host outnumber its CPUs.
   std::optional<uint64_t> spin_polls;

@@ -64,30 +64,109 @@ typedef enum {
 /* Pass as sendbuf of coll_allreduce to reduce recvbuf in place. */
 #define COLL_IN_PLACE ((const void *)1)
 
+/* A communicator handle. Handles are validated: a freed one, one from
+ * before coll_finalize, or garbage gives COLL_ERR_INVALID_ARG. */
 typedef struct coll_comm *coll_comm_t;
+#define COLL_COMM_NULL ((coll_comm_t)0)
+/* A color for coll_comm_split: this rank joins no new communicator. */
+#define COLL_UNDEFINED (-32766)
+
+/* Thread levels, as MPI's.
+ *   SINGLE, FUNNELED, SERIALIZED: one thread at a time calls libcoll.
+ *   MULTIPLE: any thread may call at any time; calls on different
+ *     communicators run concurrently. Two threads inside calls that start
+ *     operations on the SAME communicator at once is erroneous (as in MPI):
+ *     libcoll detects it and fails the second with COLL_ERR_INVALID_ARG
+ *     (never a silently wrong result). Give each thread its own communicator
+ *     (coll_comm_dup). A request may be waited for or tested from any thread,
+ *     by one thread at a time. */
+enum { COLL_THREAD_SINGLE, COLL_THREAD_FUNNELED, COLL_THREAD_SERIALIZED, COLL_THREAD_MULTIPLE };
 
 /* Bootstraps from the environment: a PMIx server (mpirun, srun --mpi=pmix),
- * collrun, or nothing (a communicator of size 1). argc/argv may be NULL. */
+ * collrun, or nothing (a communicator of size 1). argc/argv may be NULL.
+ * coll_init is coll_init_thread with COLL_THREAD_SINGLE. libcoll provides
+ * every level: *provided (may be NULL) is set to required. */
 int coll_init(int *argc, char ***argv);
+int coll_init_thread(int *argc, char ***argv, int required, int *provided);
+/* Completes every operation still queued, then tears down every
+ * communicator (also those not freed) and makes every handle stale. */
 int coll_finalize(void);
 int coll_initialized(int *flag);
 
-/* The communicator of all ranks; NULL before coll_init. */
+/* The communicator of all ranks; COLL_COMM_NULL before coll_init. */
 coll_comm_t coll_comm_world(void);
 int coll_comm_rank(coll_comm_t comm, int *rank);
 int coll_comm_size(coll_comm_t comm, int *size);
 
-/* count is in elements of datatype. */
+/* Communicators. Each is a collective over comm (every rank of comm calls
+ * it, in the same order as its other collectives on comm). A new
+ * communicator has windows of its own, registered here and traded over
+ * comm; its messages never mix with another's.
+ *   dup:   the same ranks in the same order.
+ *   split: the ranks that pass the same color, ordered by (key, rank in
+ *          comm); color COLL_UNDEFINED gives *newcomm = COLL_COMM_NULL.
+ *   free:  a collective over *comm: completes its queued operations, waits
+ *          until no peer writes into its windows, deregisters them, and sets
+ *          *comm = COLL_COMM_NULL. The world communicator is not freed (it
+ *          goes at coll_finalize). */
+int coll_comm_dup(coll_comm_t comm, coll_comm_t *newcomm);
+int coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t *newcomm);
+int coll_comm_free(coll_comm_t *comm);
+
+/* Collectives. count is in elements of datatype.
+ *
+ * The general rule: every blocking collective coll_X(args) has a
+ * non-blocking coll_iX(args, &request) and a persistent
+ * coll_X_init(args, &request).
+ *  - Several operations may be outstanding on one communicator and on
+ *    several communicators at once; every rank starts the operations of a
+ *    communicator in the same order; they may be completed in any order.
+ *  - An operation advances whenever libcoll runs (any call that waits or
+ *    tests), and with COLL_ASYNC_PROGRESS=1 in a progress thread too.
+ *  - The buffers of an outstanding operation belong to it until it is
+ *    complete.
+ *  - coll_wait / coll_test (flag set) / coll_waitall complete a request and
+ *    return the status of its operation; a completed non-persistent request
+ *    is freed and set to COLL_REQUEST_NULL. Waiting for COLL_REQUEST_NULL
+ *    succeeds at once.
+ *  - A persistent request (coll_X_init) is inactive until coll_start; after
+ *    its wait it is inactive again, still allocated, and may be started
+ *    again; coll_request_free frees it. Its buffers are registered once, at
+ *    init: coll_start does no registration and no cache lookup. */
+typedef struct coll_request *coll_request_t;
+#define COLL_REQUEST_NULL ((coll_request_t)0)
+
 int coll_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                    coll_datatype_t datatype, coll_op_t op, coll_comm_t comm);
+int coll_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                    coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                    coll_request_t *request);
+int coll_allreduce_init(const void *sendbuf, void *recvbuf, size_t count,
+                        coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                        coll_request_t *request);
 int coll_bcast(void *buf, size_t count, coll_datatype_t datatype, int root,
                coll_comm_t comm);
+int coll_ibcast(void *buf, size_t count, coll_datatype_t datatype, int root,
+                coll_comm_t comm, coll_request_t *request);
+int coll_bcast_init(void *buf, size_t count, coll_datatype_t datatype, int root,
+                    coll_comm_t comm, coll_request_t *request);
 int coll_barrier(coll_comm_t comm);
+int coll_ibarrier(coll_comm_t comm, coll_request_t *request);
+int coll_barrier_init(coll_comm_t comm, coll_request_t *request);
+
+int coll_test(coll_request_t *request, int *flag);
+int coll_wait(coll_request_t *request);
+int coll_waitall(size_t count, coll_request_t requests[]);
+int coll_start(coll_request_t request);
+/* Frees a request (an active one is completed first) and sets it to
+ * COLL_REQUEST_NULL. */
+int coll_request_free(coll_request_t *request);
 
 /* The name of a status code ("COLL_ERR_TIMEOUT: ..."); never NULL. */
 const char *coll_strerror(int status);
-/* Detail of the last failure of a call on comm (or of coll_init when comm is
- * NULL): "" when there was none. Valid until the next call on comm. */
+/* Detail of the last failure of a call on comm (or of coll_init, or of a
+ * call given a bad handle, when comm is COLL_COMM_NULL): "" when there was
+ * none. Valid until the next call on comm. */
 const char *coll_comm_last_error(coll_comm_t comm);
 
 /* Introspection, for benchmarks and tests. */
@@ -99,8 +178,9 @@ const char *coll_comm_last_algorithm(coll_comm_t comm, const char *collective);
 size_t coll_datatype_size(coll_datatype_t datatype); /* 0 if unknown */
 
 /* Registration cache. User buffers that a transport must register (RDMA),
- * or that receive zero-copy writes, are registered through a per-
- * communicator cache: registering the same buffer again is a hit. Memory the
+ * or that receive zero-copy writes, are registered through one cache per
+ * process, shared by every communicator (the stats are the process's):
+ * registering the same buffer again is a hit. Memory the
  * application frees is detected (its pages changed) and never reused;
  * coll_mem_invalidate() tells the cache explicitly. COLL_REGCACHE=0 turns
  * the cache off (register and deregister on every call). */

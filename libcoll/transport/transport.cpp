@@ -5,7 +5,16 @@
 #include "transport/hybrid_transport.hpp"
 #include "transport/tcp_transport.hpp"
 
+#include <sys/mman.h>
+
 namespace coll {
+
+void* Transport::alloc_window(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail_errno(COLL_ERR_NO_RESOURCES, errno, "window of %zu bytes", bytes);
+  return p;
+}
+void Transport::free_window(void* addr, size_t bytes) { munmap(addr, bytes); }
 
 #ifndef COLL_HAVE_RDMA
 bool rdma_device_available() { return false; }

@@ -72,6 +72,10 @@ class Transport {
   // Memory for this rank's windows (options.window_bytes, page aligned,
   // zeroed), allocated at setup where peers can reach it once registered.
   virtual void* window_base() const = 0;
+  // Memory for one communicator's window: page aligned, zeroed, reachable
+  // by peers once registered. TEMPORARY default: anonymous memory.
+  virtual void* alloc_window(size_t bytes);
+  virtual void free_window(void* addr, size_t bytes);
 
   // Throws coll::Error (COLL_ERR_NO_RESOURCES for ENOMEM, with the
   // locked-memory limit named in the message).

@@ -16,10 +16,10 @@
 namespace coll {
 namespace {
 
-std::string algo(const SelectionTable& t, Collective c, int n, size_t bytes) {
+std::string algo(const SelectionTable& t, Coll c, int n, size_t bytes) {
   const SelectionRule* rule = t.find(c, n, bytes);
   if (!rule) return "none";
-  return c == Collective::kAllreduce ? rule->allreduce->name : rule->bcast->name;
+  return rule->algorithm->name;
 }
 
 // The message of the Error that parsing text throws ("" when none is).
@@ -56,15 +56,15 @@ TEST(Selection, RuleWithTheLargestMinBytesAtOrBelowTheSizeApplies) {
       "allreduce 4 2048 tree\n"
       "allreduce 4 256K ring\n",
       "test");
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 0), "recursive_doubling");
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 2047), "recursive_doubling");
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 2048), "tree");
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 256 * 1024 - 1), "tree");
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, 256 * 1024), "ring");
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 4, SIZE_MAX), "ring");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 4, 0), "recursive_doubling");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 4, 2047), "recursive_doubling");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 4, 2048), "tree");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 4, 256 * 1024 - 1), "tree");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 4, 256 * 1024), "ring");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 4, SIZE_MAX), "ring");
   // Other rank counts and the other collective have no rule here.
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 3, 100), "none");
-  EXPECT_EQ(algo(t, Collective::kBcast, 4, 100), "none");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 3, 100), "none");
+  EXPECT_EQ(algo(t, Coll::kBcast, 4, 100), "none");
 }
 
 TEST(Selection, RankRangesAndOrderDoNotMatterButTiesGoToTheLaterLine) {
@@ -78,16 +78,16 @@ TEST(Selection, RankRangesAndOrderDoNotMatterButTiesGoToTheLaterLine) {
       "bcast 5-8  0 binomial\n"
       "bcast 5-8  0 tree\n",
       "test");
-  EXPECT_EQ(algo(t, Collective::kBcast, 1, 0), "none");
-  EXPECT_EQ(algo(t, Collective::kBcast, 2, 0), "tree");
-  EXPECT_EQ(algo(t, Collective::kBcast, 3, 0), "ring");  // same min_bytes: later line
-  EXPECT_EQ(algo(t, Collective::kBcast, 4, 0), "tree");
-  EXPECT_EQ(algo(t, Collective::kBcast, 6, 0), "tree");  // same min_bytes: later line
-  EXPECT_EQ(algo(t, Collective::kBcast, 9, 0), "binomial");
-  EXPECT_EQ(algo(t, Collective::kBcast, INT_MAX, 0), "binomial");
-  EXPECT_EQ(algo(t, Collective::kBcast, 1, 1 << 20), "scatter_allgather");
-  EXPECT_EQ(algo(t, Collective::kBcast, 3, (1 << 20) - 1), "ring");
-  EXPECT_EQ(algo(t, Collective::kBcast, 3, 1 << 20), "scatter_allgather");
+  EXPECT_EQ(algo(t, Coll::kBcast, 1, 0), "none");
+  EXPECT_EQ(algo(t, Coll::kBcast, 2, 0), "tree");
+  EXPECT_EQ(algo(t, Coll::kBcast, 3, 0), "ring");  // same min_bytes: later line
+  EXPECT_EQ(algo(t, Coll::kBcast, 4, 0), "tree");
+  EXPECT_EQ(algo(t, Coll::kBcast, 6, 0), "tree");  // same min_bytes: later line
+  EXPECT_EQ(algo(t, Coll::kBcast, 9, 0), "binomial");
+  EXPECT_EQ(algo(t, Coll::kBcast, INT_MAX, 0), "binomial");
+  EXPECT_EQ(algo(t, Coll::kBcast, 1, 1 << 20), "scatter_allgather");
+  EXPECT_EQ(algo(t, Coll::kBcast, 3, (1 << 20) - 1), "ring");
+  EXPECT_EQ(algo(t, Coll::kBcast, 3, 1 << 20), "scatter_allgather");
   EXPECT_EQ(t.rules().size(), 6u);
   EXPECT_EQ(t.rules()[0].line, 3);
 }
@@ -140,9 +140,9 @@ TEST(Selection, DefaultsCoverEveryCallAndNameRealAlgorithms) {
   const Selection s;  // parses the compiled-in table; throws if it is bad
   for (int n = 1; n <= 64; ++n) {
     for (size_t bytes = 0; bytes <= (size_t(1) << 32); bytes = bytes ? bytes * 2 : 1) {
-      EXPECT_NO_THROW(s.allreduce(n, bytes)) << n << " " << bytes;
-      EXPECT_NO_THROW(s.bcast(n, bytes)) << n << " " << bytes;
-      EXPECT_EQ(&s.allreduce(n, bytes), lookup_allreduce(s.allreduce(n, bytes).name));
+      EXPECT_NO_THROW(s.algorithm(Coll::kAllreduce, n, bytes)) << n << " " << bytes;
+      EXPECT_NO_THROW(s.algorithm(Coll::kBcast, n, bytes)) << n << " " << bytes;
+      EXPECT_EQ(&s.algorithm(Coll::kAllreduce, n, bytes), lookup_algorithm(Coll::kAllreduce, s.algorithm(Coll::kAllreduce, n, bytes).name));
     }
   }
 }
@@ -150,14 +150,14 @@ TEST(Selection, DefaultsCoverEveryCallAndNameRealAlgorithms) {
 TEST(Selection, TuningRulesWinWhereTheyApplyAndDefaultsElsewhere) {
   const Selection defaults;
   const Selection tuned(SelectionTable::parse("allreduce 4 1K tree\nbcast 3-5 0 ring\n", "t"));
-  const std::string d_small = defaults.allreduce(4, 100).name;
-  EXPECT_EQ(std::string(tuned.allreduce(4, 100).name), d_small);  // below 1K: defaults
-  EXPECT_EQ(std::string(tuned.allreduce(4, 1024).name), "tree");
-  EXPECT_EQ(std::string(tuned.allreduce(4, size_t(1) << 30).name), "tree");
-  EXPECT_EQ(std::string(tuned.allreduce(8, 1 << 20).name), defaults.allreduce(8, 1 << 20).name);
+  const std::string d_small = defaults.algorithm(Coll::kAllreduce, 4, 100).name;
+  EXPECT_EQ(std::string(tuned.algorithm(Coll::kAllreduce, 4, 100).name), d_small);  // below 1K: defaults
+  EXPECT_EQ(std::string(tuned.algorithm(Coll::kAllreduce, 4, 1024).name), "tree");
+  EXPECT_EQ(std::string(tuned.algorithm(Coll::kAllreduce, 4, size_t(1) << 30).name), "tree");
+  EXPECT_EQ(std::string(tuned.algorithm(Coll::kAllreduce, 8, 1 << 20).name), defaults.algorithm(Coll::kAllreduce, 8, 1 << 20).name);
   for (size_t bytes : {size_t(0), size_t(5000), size_t(1) << 26})
-    EXPECT_EQ(std::string(tuned.bcast(4, bytes).name), "ring");
-  EXPECT_EQ(std::string(tuned.bcast(2, 5000).name), defaults.bcast(2, 5000).name);
+    EXPECT_EQ(std::string(tuned.algorithm(Coll::kBcast, 4, bytes).name), "ring");
+  EXPECT_EQ(std::string(tuned.algorithm(Coll::kBcast, 2, 5000).name), defaults.algorithm(Coll::kBcast, 2, 5000).name);
 }
 
 // A choice names the sizes it holds for: every size in the range gets the
@@ -168,28 +168,28 @@ TEST(Selection, ChoicesHoldOverTheirWholeRange) {
   for (int n : {2, 3, 4, 8}) {
     for (size_t bytes : {size_t(0), size_t(1), size_t(999), size_t(1000), size_t(4999),
                          size_t(5000), size_t(70000), size_t(1) << 22, SIZE_MAX}) {
-      const Choice<AllreduceAlgorithm> c = tuned.allreduce_choice(n, bytes);
+      const Choice c = tuned.choice(Coll::kAllreduce, n, bytes);
       SCOPED_TRACE("n=" + std::to_string(n) + " bytes=" + std::to_string(bytes));
       EXPECT_LE(c.min_bytes, bytes);
       EXPECT_GE(c.max_bytes, bytes);
-      EXPECT_EQ(&tuned.allreduce(n, bytes), c.algorithm);
-      EXPECT_EQ(&tuned.allreduce(n, c.min_bytes), c.algorithm);
-      EXPECT_EQ(&tuned.allreduce(n, c.max_bytes), c.algorithm);
-      EXPECT_EQ(&tuned.allreduce(n, c.min_bytes + (c.max_bytes - c.min_bytes) / 2), c.algorithm);
+      EXPECT_EQ(&tuned.algorithm(Coll::kAllreduce, n, bytes), c.algorithm);
+      EXPECT_EQ(&tuned.algorithm(Coll::kAllreduce, n, c.min_bytes), c.algorithm);
+      EXPECT_EQ(&tuned.algorithm(Coll::kAllreduce, n, c.max_bytes), c.algorithm);
+      EXPECT_EQ(&tuned.algorithm(Coll::kAllreduce, n, c.min_bytes + (c.max_bytes - c.min_bytes) / 2), c.algorithm);
       if (c.max_bytes != SIZE_MAX) {
-        EXPECT_EQ(tuned.allreduce_choice(n, c.max_bytes + 1).min_bytes, c.max_bytes + 1);
+        EXPECT_EQ(tuned.choice(Coll::kAllreduce, n, c.max_bytes + 1).min_bytes, c.max_bytes + 1);
       }
     }
   }
-  EXPECT_EQ(tuned.allreduce_choice(4, 1500).min_bytes, 1000u);
-  EXPECT_EQ(tuned.allreduce_choice(4, 1500).max_bytes, 4999u);
-  EXPECT_EQ(tuned.bcast_choice(3, 10).algorithm, &tuned.bcast(3, 10));
+  EXPECT_EQ(tuned.choice(Coll::kAllreduce, 4, 1500).min_bytes, 1000u);
+  EXPECT_EQ(tuned.choice(Coll::kAllreduce, 4, 1500).max_bytes, 4999u);
+  EXPECT_EQ(tuned.choice(Coll::kBcast, 3, 10).algorithm, &tuned.algorithm(Coll::kBcast, 3, 10));
 }
 
 TEST(Selection, LoadReadsAFileAndNamesItInErrors) {
   TempFile good("allreduce 2 0 binomial\n");
   const SelectionTable t = SelectionTable::load(good.path());
-  EXPECT_EQ(algo(t, Collective::kAllreduce, 2, 10), "binomial");
+  EXPECT_EQ(algo(t, Coll::kAllreduce, 2, 10), "binomial");
 
   TempFile bad("allreduce 2 0 binomial\nallreduce 2 1Q ring\n");
   try {
@@ -219,23 +219,23 @@ TEST(Selection, ChooseReadsCollTuningFileAtFirstUse) {
   TempFile broken("allreduce 3 0 no_such_algo\n");
   setenv("COLL_TUNING_FILE", broken.path().c_str(), 1);
   EXPECT_THROW(load_selection(), Error);
-  EXPECT_THROW(choose_allreduce(3, 8), Error);
-  EXPECT_THROW(choose_bcast(3, 8), Error);
+  EXPECT_THROW(choose_algorithm(Coll::kAllreduce, 3, 8), Error);
+  EXPECT_THROW(choose_algorithm(Coll::kBcast, 3, 8), Error);
   setenv("COLL_TUNING_FILE", tuning.path().c_str(), 1);
-  EXPECT_EQ(std::string(choose_allreduce(3, 8).name), "recursive_doubling");
-  EXPECT_EQ(std::string(choose_allreduce(3, 1 << 30).name), "recursive_doubling");
+  EXPECT_EQ(std::string(choose_algorithm(Coll::kAllreduce, 3, 8).name), "recursive_doubling");
+  EXPECT_EQ(std::string(choose_algorithm(Coll::kAllreduce, 3, 1 << 30).name), "recursive_doubling");
   unsetenv("COLL_TUNING_FILE");
   // Read once: later changes of the environment do not matter.
-  EXPECT_EQ(std::string(choose_allreduce(3, 8).name), "recursive_doubling");
+  EXPECT_EQ(std::string(choose_algorithm(Coll::kAllreduce, 3, 8).name), "recursive_doubling");
 }
 
 TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
   for (const char* name : {"ring", "tree", "binomial", "recursive_doubling", "rabenseifner"})
-    EXPECT_EQ(std::string(find_allreduce(name).name), name);
+    EXPECT_EQ(std::string(find_algorithm(Coll::kAllreduce, name).name), name);
   for (const char* name : {"ring", "tree", "binomial", "scatter_allgather"})
-    EXPECT_EQ(std::string(find_bcast(name).name), name);
+    EXPECT_EQ(std::string(find_algorithm(Coll::kBcast, name).name), name);
   try {
-    find_bcast("recursive_doubling");
+    find_algorithm(Coll::kBcast, "recursive_doubling");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
@@ -243,8 +243,8 @@ TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
                  "COLL_BCAST_ALGO=recursive_doubling: unknown algorithm (valid: ring, binomial, "
                  "tree, scatter_allgather, linear, auto)");
   }
-  EXPECT_THROW(find_allreduce(""), Error);
-  EXPECT_EQ(lookup_allreduce("Ring"), nullptr);
+  EXPECT_THROW(find_algorithm(Coll::kAllreduce, ""), Error);
+  EXPECT_EQ(lookup_algorithm(Coll::kAllreduce, "Ring"), nullptr);
 }
 
 }  // namespace

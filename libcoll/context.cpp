@@ -1,0 +1,407 @@
+#include "context.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "channel.hpp"
+#include "communicator.hpp"
+#include "datatype.hpp"
+#include "error.hpp"
+#include "operation.hpp"
+
+namespace coll {
+namespace {
+
+constexpr size_t kUnpinnedCacheBytes = size_t(1) << 40;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Serializes every call into a transport that is not thread-safe
+// (transport.hpp), when threads meet inside libcoll. A decorator, so that
+// neither the channel nor the backends know about threads; single-threaded
+// processes do not pay for it.
+class LockedTransport final : public Transport {
+ public:
+  explicit LockedTransport(std::unique_ptr<Transport> inner) : t_(std::move(inner)) {}
+  const char* name() const override { return t_->name(); }
+  std::string describe() const override { return t_->describe(); }
+  int rank() const override { return t_->rank(); }
+  int size() const override { return t_->size(); }
+  void* window_base() const override { return t_->window_base(); }
+  void* alloc_window(size_t bytes) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->alloc_window(bytes);
+  }
+  void free_window(void* addr, size_t bytes) override {
+    std::lock_guard<std::mutex> l(m_);
+    t_->free_window(addr, bytes);
+  }
+  MemoryRegion* reg_write(void* addr, size_t length) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->reg_write(addr, length);
+  }
+  int dereg(MemoryRegion* mr) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->dereg(mr);
+  }
+  int post_write(int peer, uint64_t context, const void* local_addr, size_t length,
+                 MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
+  }
+  bool line_writes(int peer) const override { return t_->line_writes(peer); }
+  int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,
+                 uint32_t rkey) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->post_lines(peer, src, len, flag, remote_addr, rkey);
+  }
+  int poll(Completion* out, int max) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->poll(out, max);
+  }
+  bool needs_local_registration() const override { return t_->needs_local_registration(); }
+  size_t default_zcopy_threshold() const override { return t_->default_zcopy_threshold(); }
+  void check_peer(int peer) override {
+    std::lock_guard<std::mutex> l(m_);
+    t_->check_peer(peer);
+  }
+
+ private:
+  std::unique_ptr<Transport> t_;
+  std::mutex m_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+// The waiting policy of one wait: spin briefly (not at all when ranks
+// outnumber cores: the peer we wait for may need our core), then yield the
+// CPU, then nap when the wait is long; the clock is read every 16th pass.
+struct Context::Pacing {
+  uint64_t pass = 0;
+  uint64_t epoch = ~uint64_t(0);
+  Clock::time_point last_progress;
+  Clock::time_point next_peer_check;
+};
+
+Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thread_level)
+    : config_(config),
+      thread_level_(thread_level),
+      locking_(thread_level == COLL_THREAD_MULTIPLE || config.async_progress),
+      boot_(std::move(boot)) {
+  for (int c = 0; c < kCollCount; ++c) {
+    const CollectiveInfo& info = collective_info(Coll(c));
+    const std::string name = env_string(info.knob);
+    if (!name.empty() && name != "auto") forced_[c] = &find_algorithm(Coll(c), name);
+  }
+  load_selection();  // a bad COLL_TUNING_FILE fails coll_init, not the first collective
+  select_reduce_kernels(config_.reduce_kernels);
+
+  WindowLayout layout;
+  layout.slot_bytes = config_.slot_bytes;
+  layout.num_slots = config_.num_slots;
+  layout.nranks = boot_->size();
+  TransportOptions topts;
+  topts.window_bytes = layout.window_bytes();
+  topts.timeout_s = config_.timeout_s;
+  host_ = gather_host_map(*boot_, config_.timeout_s);
+  transport_ = make_transport(config_.transport, *boot_, topts, host_.hosts);
+  if (locking_) transport_ = std::make_unique<LockedTransport>(std::move(transport_));
+  Transport& t = *transport_;
+  // Only transports that pin pages (RDMA) are bounded by the locked-memory
+  // limit (0: derived from RLIMIT_MEMLOCK); a shm or tcp registration is a
+  // table entry, and runs out of entries (NO_RESOURCES: evict and retry).
+  const size_t max_pinned = t.needs_local_registration() ? 0 : kUnpinnedCacheBytes;
+  cache_ = std::make_unique<RegistrationCache>(
+      [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
+      [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
+  // Ranks that outnumber the cores of their host must not spin: the peer a
+  // rank waits for may need its core.
+  const bool oversubscribed = host_.local_ranks > host_.local_cpus;
+  spin_polls_ = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
+
+  // The world's window is the one traded through the bootstrap; every other
+  // communicator trades its window over its parent.
+  Communicator::Window w = Communicator::make_window(*this, boot_->size(), t.window_base());
+  RemoteRegion mine;
+  mine.addr = reinterpret_cast<uintptr_t>(w.mr->addr);
+  mine.length = w.mr->length;
+  mine.rkey = w.mr->rkey;
+  std::vector<std::string> all;
+  try {
+    all = boot_->allgather(std::string(reinterpret_cast<char*>(&mine), sizeof mine),
+                           config_.timeout_s);
+  } catch (...) {
+    t.dereg(w.mr);
+    throw;
+  }
+  std::vector<RemoteRegion> peers(all.size());
+  std::vector<int> group(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof(RemoteRegion))
+      fail(COLL_ERR_INTERNAL, "window exchange: rank %zu sent %zu bytes", r, all[r].size());
+    std::memcpy(&peers[r], all[r].data(), sizeof(RemoteRegion));
+    group[r] = int(r);
+  }
+  world_ = std::make_unique<Communicator>(*this, 0, std::move(group), boot_->rank(), w.layout,
+                                          w.memory, w.mr, std::move(peers));
+  // No rank writes into a window before every window is registered.
+  boot_->barrier(config_.timeout_s);
+  if (config_.async_progress) progress_thread_ = std::thread([this] { progress_thread_main(); });
+  if (config_.debug)
+    std::fprintf(stderr,
+                 "libcoll: rank %d of %d: bootstrap %s, transport %s, slots %d x %zu B, "
+                 "reduce kernels %s, %d ranks on %d cpus of this host: %s, threads %s%s\n",
+                 boot_->rank(), boot_->size(), boot_->name(), transport_->describe().c_str(),
+                 layout.num_slots, layout.slot_bytes, reduce_kernels_name(), host_.local_ranks,
+                 host_.local_cpus,
+                 oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first",
+                 thread_level_ == COLL_THREAD_MULTIPLE ? "multiple" : "single/funneled/serialized",
+                 config_.async_progress ? ", progress thread" : "");
+}
+
+Context::~Context() { finalize(); }
+
+void Context::finalize() noexcept {
+  if (progress_thread_.joinable()) {
+    stop_progress_ = true;
+    progress_thread_.join();
+  }
+  // Peers may still write into our windows (a credit after their last
+  // message) until they are done: windows go away only after every rank
+  // has seen all its writes complete. A failed communicator skips the
+  // handshake, whose peers may be gone; its writes fail harmlessly.
+  bool all_ok = world_ && !world_->failed_status();
+  std::vector<Communicator*> every;
+  if (world_) every.push_back(world_.get());
+  for (auto& c : comms_) every.push_back(c.get());
+  for (Communicator* c : every) {
+    if (c->failed_status()) continue;
+    try {
+      auto op = c->make_internal("finalize", [](Channel& ch) { return ch.quiesce(); });
+      c->start(*op);
+      wait(*op);
+      if (op->status) all_ok = false;
+    } catch (const Error&) {
+      all_ok = false;
+    }
+  }
+  if (all_ok) {
+    try {
+      boot_->barrier(config_.timeout_s);
+    } catch (const Error&) {
+      // Finalize goes on: nothing more can be done for a peer that is gone.
+    }
+  }
+  comms_.clear();
+  world_.reset();
+  cache_.reset();  // rdma_dereg_mr(3): every region before the PD goes
+  transport_.reset();
+}
+
+Communicator* Context::adopt(std::unique_ptr<Communicator> comm) {
+  std::lock_guard<std::mutex> l(pending_mutex_);
+  comms_.push_back(std::move(comm));
+  return comms_.back().get();
+}
+
+bool Context::owns(const Communicator* comm) const {
+  if (comm == world_.get()) return true;
+  for (const auto& c : comms_)
+    if (c.get() == comm) return true;
+  return false;
+}
+
+void Context::free(Communicator* comm) {
+  if (!comm->failed_status()) {
+    auto op = comm->make_internal("free", [](Channel& ch) { return ch.close(); });
+    comm->start(*op);
+    wait(*op);
+  }
+  std::unique_ptr<Communicator> gone;
+  {
+    std::lock_guard<std::mutex> l(pending_mutex_);
+    pending_.erase(std::remove(pending_.begin(), pending_.end(), comm), pending_.end());
+    pending_count_ = pending_.size();
+    for (auto& c : comms_)
+      if (c.get() == comm) gone = std::move(c);
+    comms_.erase(std::remove(comms_.begin(), comms_.end(), nullptr), comms_.end());
+  }
+  gone.reset();
+}
+
+void Context::note_pending(Communicator* comm) {
+  std::unique_lock<std::mutex> l(pending_mutex_, std::defer_lock);
+  if (locking_) l.lock();
+  if (comm->listed_pending) return;
+  comm->listed_pending = true;
+  pending_.push_back(comm);
+  pending_count_.store(pending_.size(), std::memory_order_release);
+}
+
+void Context::progress_transport() {
+  Completion wc[16];
+  const int n = transport_->poll(wc, 16);
+  for (int i = 0; i < n; ++i) {
+    if (wc[i].status != 0) {
+      transport_->check_peer(wc[i].peer);  // throws the transport's own detail
+      fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", boot_->rank(),
+           wc[i].peer, transport_->name());
+    }
+    if (wc[i].context) reinterpret_cast<Channel*>(uintptr_t(wc[i].context))->completed();
+  }
+}
+
+// The communicators with queued operations, other than the one a waiter
+// drives itself: a rank waiting on one communicator may be the peer another
+// rank needs on a second one. Where threads meet, one that another thread
+// is advancing is skipped (that thread advances it).
+void Context::advance_others(Communicator* except) {
+  if (pending_count_.load(std::memory_order_acquire) <= (except && except->listed_pending ? 1 : 0))
+    return;
+  std::unique_lock<std::mutex> l(pending_mutex_, std::defer_lock);
+  if (locking_) l.lock();
+  for (size_t i = 0; i < pending_.size();) {
+    Communicator* c = pending_[i];
+    if (c == except) {
+      ++i;
+      continue;
+    }
+    std::unique_lock<std::mutex> cl(c->progress_mutex(), std::defer_lock);
+    if (locking_ && !cl.try_lock()) {
+      ++i;
+      continue;
+    }
+    c->advance();
+    if (c->idle()) {
+      c->listed_pending = false;
+      pending_[i] = pending_.back();
+      pending_.pop_back();
+      pending_count_.store(pending_.size(), std::memory_order_release);
+    } else {
+      ++i;
+    }
+  }
+}
+
+// Every wait ends: at the timeout without progress, when the peer is found
+// dead, or when the transport reports an error.
+void Context::check_stalled(Communicator& comm, Pacing& p) {
+  const auto now = Clock::now();
+  if (comm.progress_epoch() != p.epoch) {
+    p.epoch = comm.progress_epoch();
+    p.last_progress = now;
+  }
+  const Blocker* b = comm.blocked();
+  const int peer = b ? b->peer : -1;
+  const double waited = std::chrono::duration<double>(now - p.last_progress).count();
+  if (waited > config_.timeout_s)
+    fail(COLL_ERR_TIMEOUT,
+         "rank %d timed out after %.1f s waiting for %s from rank %d "
+         "(COLL_TIMEOUT=%g): is every rank calling the same collective?",
+         comm.rank(), waited, b ? b->what : "progress", peer < 0 ? comm.rank() : peer,
+         config_.timeout_s);
+  if (now >= p.next_peer_check) {
+    if (peer >= 0) transport_->check_peer(comm.channel().transport_rank(peer));
+    p.next_peer_check = now + std::chrono::milliseconds(10);
+  }
+}
+
+// One pass (once) or passes until op is complete. A failure found here (a
+// timeout, a lost peer, a failed transport) fails op's communicator.
+bool Context::drive(Operation& op, Pacing& p, bool once) {
+  Communicator& comm = *op.comm;
+  for (;;) {
+    try {
+      progress_transport();
+      {
+        std::unique_lock<std::mutex> cl(comm.progress_mutex(), std::defer_lock);
+        if (locking_) cl.lock();
+        if (op.complete) return true;
+        comm.advance();
+        if (op.complete) return true;
+      }
+      advance_others(&comm);
+      ++p.pass;
+      if (p.pass == 1 || (p.pass & 15) == 0) check_stalled(comm, p);
+    } catch (const Error& e) {
+      std::unique_lock<std::mutex> cl(comm.progress_mutex(), std::defer_lock);
+      if (locking_) cl.lock();
+      comm.fail(e.status(), e.what());
+      return true;
+    }
+    if (once) return op.complete;
+    if (p.pass < spin_polls_) {
+      cpu_relax();
+    } else if ((p.pass & 15) != 0 ||
+               std::chrono::duration<double>(Clock::now() - p.last_progress).count() <= 0.5) {
+      sched_yield();
+    } else {
+      struct timespec nap = {0, 50 * 1000};
+      nanosleep(&nap, nullptr);
+    }
+  }
+}
+
+void Context::wait(Operation& op) {
+  if (op.complete) return;
+  Pacing p;
+  p.last_progress = Clock::now();
+  p.next_peer_check = p.last_progress + std::chrono::milliseconds(10);
+  drive(op, p, false);
+}
+
+bool Context::test(Operation& op) {
+  if (op.complete) return true;
+  // A test loop must end too: the timeout runs from the first test that
+  // found the operation stuck (kept per operation's communicator epoch).
+  thread_local Pacing p;
+  thread_local const Operation* last = nullptr;
+  if (last != &op) {
+    p = Pacing();
+    p.last_progress = Clock::now();
+    p.next_peer_check = p.last_progress + std::chrono::milliseconds(10);
+    last = &op;
+  }
+  p.pass = 15;  // every test reads the clock
+  return drive(op, p, true);
+}
+
+void Context::progress_thread_main() {
+  // Advances every communicator with queued operations while the
+  // application computes; backs off (1 us naps, then 50 us) when there is
+  // nothing to do, so that it takes little from the application's cores.
+  unsigned idle = 0;
+  while (!stop_progress_.load(std::memory_order_acquire)) {
+    bool any = pending_count_.load(std::memory_order_acquire) > 0;
+    if (any) {
+      try {
+        progress_transport();
+      } catch (const Error&) {
+        // The waiter that owns the operation finds and reports it.
+      }
+      advance_others(nullptr);
+    }
+    if (any) {
+      idle = 0;
+      sched_yield();
+    } else {
+      struct timespec nap = {0, ++idle < 100 ? 1000 : 50 * 1000};
+      nanosleep(&nap, nullptr);
+    }
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,48 @@
+// Operation: one collective call (or one activation of a persistent one) as
+// the progress engine sees it: its arguments, its algorithm, the task that
+// runs it (task.hpp), its registrations and, once it ends, its status.
+//
+// A communicator runs its operations one after the other, in the order they
+// were started (every rank starts them in the same order, as MPI requires),
+// so an operation has the communicator's channel to itself while it runs;
+// operations of different communicators advance independently.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algorithms.hpp"
+#include "task.hpp"
+#include "transport/transport.hpp"
+
+namespace coll {
+
+class Channel;
+class Communicator;
+
+struct Operation {
+  Communicator* comm = nullptr;
+  const char* collective = "";  // for messages
+  const CollectiveInfo* info = nullptr;  // nullptr for an internal operation
+  // Makes the task of one activation (an algorithm on args, or an internal
+  // body such as a communicator constructor's exchange).
+  std::function<Task(Channel&)> body;
+  Args args;
+
+  bool persistent = false;
+  bool active = false;    // started and not yet complete
+  bool complete = false;  // the last activation has ended
+  int status = 0;         // of the last activation
+  std::string message;
+
+  // The registrations of this operation's user buffers. A persistent
+  // operation takes them once, at init, and keeps them until it is freed.
+  std::vector<const MemoryRegion*> pins;
+  size_t held_pins = 0;  // pins[0, held_pins) belong to the persistent init
+
+  Task task;                 // the running activation
+  Operation* next = nullptr;  // the communicator's queue
+};
+
+}  // namespace coll
