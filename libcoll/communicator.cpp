@@ -43,13 +43,16 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
   layout.num_slots = config_.num_slots;
   layout.nranks = boot_->size();
   TransportOptions topts;
-  topts.window_bytes = layout.window_bytes();
+  topts.window_arena_bytes =
+      config_.shm_arena_bytes.value_or(default_window_arena_bytes(layout.window_bytes()));
   topts.timeout_s = config_.timeout_s;
   const HostMap host = gather_host_map(*boot_, config_.timeout_s);
   transport_ = make_transport(config_.transport, *boot_, topts, host.hosts);
 
   // The window is registered once, here, and its {addr, rkey} traded.
-  window_mr_ = transport_->reg_write(transport_->window_base(), layout.window_bytes());
+  // (The transport frees the window itself if this constructor throws.)
+  window_mr_ = transport_->reg_write(transport_->alloc_window(layout.window_bytes()),
+                                     layout.window_bytes());
   RemoteRegion mine;
   mine.addr = reinterpret_cast<uintptr_t>(window_mr_->addr);
   mine.length = window_mr_->length;
@@ -103,7 +106,17 @@ Communicator::~Communicator() {
   }
   channel_.reset();
   cache_.reset();  // rdma_dereg_mr(3): every region before the PD goes
-  if (window_mr_) transport_->dereg(window_mr_);
+  if (window_mr_) {
+    // Dereg first: free_window refuses a window that is still registered.
+    void* window = window_mr_->addr;
+    const size_t window_bytes = window_mr_->length;
+    transport_->dereg(window_mr_);
+    try {
+      transport_->free_window(window, window_bytes);
+    } catch (const Error&) {
+      // Cannot happen (ours, dereg'ed); the transport frees it at teardown.
+    }
+  }
 }
 
 const char* Communicator::last_algorithm(const std::string& collective) const {

@@ -29,6 +29,10 @@ struct Config {
   std::optional<size_t> zcopy_threshold;
   bool regcache = true;  // COLL_REGCACHE=0: register/deregister every call
   bool debug = false;    // COLL_DEBUG=1: one line per rank at coll_init
+  // COLL_SHM_ARENA: virtual bytes of each rank's window arena in its shared
+  // segment (TransportOptions::window_arena_bytes). Unset:
+  // default_window_arena_bytes(the world window).
+  std::optional<size_t> shm_arena_bytes;
   // COLL_SPIN_POLLS: polls of a wait before it yields the CPU. Unset: 64,
   // or 0 when the ranks on a host outnumber its CPUs.
   std::optional<uint64_t> spin_polls;

@@ -1,11 +1,23 @@
 #include "transport/transport.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
 #include "transport/hybrid_transport.hpp"
 #include "transport/tcp_transport.hpp"
 
 namespace coll {
+
+size_t default_window_arena_bytes(size_t world_window_bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t cap = SIZE_MAX / 32;  // no overflow below, whatever the caller asks
+  const size_t sixteen = 16 * std::min(world_window_bytes, cap);
+  return (std::max(kMinWindowArenaBytes, sixteen) + page - 1) / page * page;
+}
 
 #ifndef COLL_HAVE_RDMA
 bool rdma_device_available() { return false; }

@@ -43,9 +43,8 @@ using Clock = std::chrono::steady_clock;
 constexpr double kSetupTimeout = 60;  // seconds; TCG emulation is slow
 constexpr double kWaitTimeout = 60;
 
-std::unique_ptr<Transport> make_transport(FileBootstrap& boot, size_t window_bytes = 0) {
+std::unique_ptr<Transport> make_transport(FileBootstrap& boot) {
   TransportOptions options;
-  options.window_bytes = window_bytes;
   options.timeout_s = kSetupTimeout;
   return make_rdma_transport(boot, options);
 }
@@ -173,11 +172,11 @@ int data_then_flag_rank(FileBootstrap& boot, const char* knob) {
   const size_t credits_offset = flags_offset + static_cast<size_t>(n) * 8;
   const size_t window_bytes = credits_offset + static_cast<size_t>(n) * 8;
 
-  std::unique_ptr<Transport> transport = make_transport(boot, window_bytes);
+  std::unique_ptr<Transport> transport = make_transport(boot);
   CHILD_CHECK(std::strcmp(transport->name(), "rdma") == 0, "name %s", transport->name());
   CHILD_CHECK(transport->rank() == me && transport->size() == n, "rank/size");
   CHILD_CHECK(transport->needs_local_registration(), "RDMA needs registered sources");
-  auto* window = static_cast<uint8_t*>(transport->window_base());
+  auto* window = static_cast<uint8_t*>(transport->alloc_window(window_bytes));
   CHILD_CHECK(window != nullptr, "no window");
   CHILD_CHECK(reinterpret_cast<uintptr_t>(window) % static_cast<uintptr_t>(getpagesize()) == 0,
               "window %p not page aligned", static_cast<void*>(window));
@@ -274,8 +273,8 @@ TEST_F(RdmaTransportTest, BurstLongerThanTheSendQueueLandsInOrder) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     constexpr uint64_t kWrites = 2000;
     constexpr size_t kWindow = 4096;
-    std::unique_ptr<Transport> transport = make_transport(boot, kWindow);
-    auto* words = static_cast<uint64_t*>(transport->window_base());
+    std::unique_ptr<Transport> transport = make_transport(boot);
+    auto* words = static_cast<uint64_t*>(transport->alloc_window(kWindow));
     MemoryRegion* window_mr = transport->reg_write(words, kWindow);
     std::vector<RemoteRegion> remote = exchange_regions(boot, window_mr, kSetupTimeout);
     Driver driver(*transport);
@@ -314,8 +313,8 @@ TEST_F(RdmaTransportTest, BurstLongerThanTheSendQueueLandsInOrder) {
 TEST_F(RdmaTransportTest, RejectsBadArgumentsAndWritesToItself) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     constexpr size_t kWindow = 8192;
-    std::unique_ptr<Transport> transport = make_transport(boot, kWindow);
-    auto* window = static_cast<uint8_t*>(transport->window_base());
+    std::unique_ptr<Transport> transport = make_transport(boot);
+    auto* window = static_cast<uint8_t*>(transport->alloc_window(kWindow));
     MemoryRegion* window_mr = transport->reg_write(window, kWindow);
     const int me = boot.rank();
     const int peer = 1 - me;
