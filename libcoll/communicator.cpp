@@ -10,18 +10,18 @@
 
 namespace coll {
 
-Communicator::Window Communicator::make_window(Context& ctx, int size, void* preset) {
+Communicator::Window Communicator::make_window(Context& ctx, int size) {
   Window w;
   w.layout.slot_bytes = ctx.config().slot_bytes;
   w.layout.num_slots = ctx.config().num_slots;
   w.layout.nranks = size;
   w.bytes = w.layout.window_bytes();
   Transport& t = ctx.transport();
-  w.memory = preset ? preset : t.alloc_window(w.bytes);
+  w.memory = t.alloc_window(w.bytes);
   try {
     w.mr = t.reg_write(w.memory, w.bytes);
   } catch (...) {
-    if (!preset) t.free_window(w.memory, w.bytes);
+    t.free_window(w.memory, w.bytes);
     throw;
   }
   return w;
@@ -44,8 +44,14 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
 Communicator::~Communicator() {
   channel_.reset();
   Transport& t = ctx_.transport();
-  if (window_.mr) t.dereg(window_.mr);  // rdma_dereg_mr(3): before the memory goes
-  if (window_.memory && window_.memory != t.window_base()) t.free_window(window_.memory, window_.bytes);
+  // Dereg first (rdma_dereg_mr(3): before the memory goes; free_window
+  // refuses a window that is still registered).
+  if (window_.mr) t.dereg(window_.mr);
+  try {
+    if (window_.memory) t.free_window(window_.memory, window_.bytes);
+  } catch (const Error&) {
+    // Cannot happen (ours, dereg'ed); the transport frees it at teardown.
+  }
 }
 
 const char* Communicator::last_algorithm(const std::string& collective) const {

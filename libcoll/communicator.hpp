@@ -48,7 +48,7 @@ class Communicator {
     MemoryRegion* mr = nullptr;
     WindowLayout layout;
   };
-  static Window make_window(Context& ctx, int size, void* preset = nullptr);
+  static Window make_window(Context& ctx, int size);
 
   Context& context() const { return ctx_; }
   uint64_t id() const { return id_; }

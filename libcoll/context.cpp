@@ -38,7 +38,6 @@ class LockedTransport final : public Transport {
   std::string describe() const override { return t_->describe(); }
   int rank() const override { return t_->rank(); }
   int size() const override { return t_->size(); }
-  void* window_base() const override { return t_->window_base(); }
   void* alloc_window(size_t bytes) override {
     std::lock_guard<std::mutex> l(m_);
     return t_->alloc_window(bytes);
@@ -114,7 +113,8 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
   layout.num_slots = config_.num_slots;
   layout.nranks = boot_->size();
   TransportOptions topts;
-  topts.window_bytes = layout.window_bytes();
+  topts.window_arena_bytes =
+      config_.shm_arena_bytes.value_or(default_window_arena_bytes(layout.window_bytes()));
   topts.timeout_s = config_.timeout_s;
   host_ = gather_host_map(*boot_, config_.timeout_s);
   transport_ = make_transport(config_.transport, *boot_, topts, host_.hosts);
@@ -134,7 +134,7 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
 
   // The world's window is the one traded through the bootstrap; every other
   // communicator trades its window over its parent.
-  Communicator::Window w = Communicator::make_window(*this, boot_->size(), t.window_base());
+  Communicator::Window w = Communicator::make_window(*this, boot_->size());
   RemoteRegion mine;
   mine.addr = reinterpret_cast<uintptr_t>(w.mr->addr);
   mine.length = w.mr->length;
@@ -145,6 +145,7 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
                            config_.timeout_s);
   } catch (...) {
     t.dereg(w.mr);
+    t.free_window(w.memory, w.bytes);
     throw;
   }
   std::vector<RemoteRegion> peers(all.size());

@@ -86,6 +86,8 @@ Config load_config() {
   if (async != "0" && async != "1")
     fail(COLL_ERR_INVALID_ARG, "COLL_ASYNC_PROGRESS=%s: expected 0 or 1", async.c_str());
   c.async_progress = async == "1";
+  if (!env_string("COLL_SHM_ARENA").empty())
+    c.shm_arena_bytes = env_bytes("COLL_SHM_ARENA", 0, size_t{1} << 20, size_t{1} << 44);
   if (!env_string("COLL_SPIN_POLLS").empty())
     c.spin_polls = env_bytes("COLL_SPIN_POLLS", 0, 0, uint64_t(1) << 40);
   return c;

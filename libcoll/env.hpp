@@ -29,6 +29,10 @@ struct Config {
   // COLL_ASYNC_PROGRESS=1: a progress thread advances non-blocking
   // operations while the application computes.
   bool async_progress = false;
+  // COLL_SHM_ARENA: virtual bytes of each rank's window arena in its shared
+  // segment (TransportOptions::window_arena_bytes). Unset:
+  // default_window_arena_bytes(the world window).
+  std::optional<size_t> shm_arena_bytes;
   // COLL_SPIN_POLLS: polls of a wait before it yields the CPU. Unset: 64,
   // or 0 when the ranks on a host outnumber its CPUs.
   std::optional<uint64_t> spin_polls;

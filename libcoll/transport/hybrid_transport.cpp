@@ -1,5 +1,5 @@
-// shm+tcp. The shm half owns the window and the region table, both in the
-// rank's shared segment; the tcp half checks incoming writes against that
+// shm+tcp. The shm half owns the window arena and the region table, both in
+// the rank's shared segment; the tcp half checks incoming writes against that
 // same table. So one reg_write gives one rkey that is valid on both paths,
 // and the Channel above never knows which path a peer takes.
 //
@@ -38,7 +38,12 @@ class HybridTransport final : public Transport {
   const char* name() const override { return "shm+tcp"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void* window_base() const override { return shm_.transport->window_base(); }
+  // Windows live in the shm half's arena, whose region table both paths
+  // check: a peer on the host copies into them, tcp applies into them.
+  void* alloc_window(size_t bytes) override { return shm_.transport->alloc_window(bytes); }
+  void free_window(void* addr, size_t bytes) override {
+    shm_.transport->free_window(addr, bytes);
+  }
   bool needs_local_registration() const override { return false; }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {

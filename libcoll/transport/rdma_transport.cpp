@@ -81,6 +81,7 @@
 #include "env.hpp"
 #include "error.hpp"
 #include "regcache.hpp"  // describe_memlock_limit
+#include "transport/anonymous_windows.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
@@ -108,36 +109,6 @@ using CmEventPtr = Owned<rdma_cm_event, rdma_ack_cm_event>;
 using PdPtr = Owned<ibv_pd, ibv_dealloc_pd>;
 using CqPtr = Owned<ibv_cq, ibv_destroy_cq>;
 using MrPtr = Owned<ibv_mr, rdma_dereg_mr>;
-
-// Anonymous memory: page aligned and zeroed, as windows need.
-class MappedMemory {
- public:
-  MappedMemory() = default;
-  explicit MappedMemory(size_t bytes) : bytes_(bytes) {
-    if (bytes == 0) return;
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      fail_errno(COLL_ERR_NO_RESOURCES, errno, "RDMA transport: mmap of a %zu-byte window failed",
-                 bytes);
-    }
-    base_ = p;
-  }
-  MappedMemory(MappedMemory&& other) noexcept
-      : base_(std::exchange(other.base_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  MappedMemory& operator=(MappedMemory&& other) noexcept {
-    std::swap(base_, other.base_);
-    std::swap(bytes_, other.bytes_);
-    return *this;
-  }
-  ~MappedMemory() {
-    if (base_ != nullptr) munmap(base_, bytes_);
-  }
-  void* base() const { return base_; }
-
- private:
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 // What reg_write hands out: the contract's view plus the verbs MR behind it.
 struct RdmaMemoryRegion : MemoryRegion {
@@ -282,7 +253,8 @@ class RdmaTransport final : public Transport {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void* window_base() const override { return window_.base(); }
+  void* alloc_window(size_t bytes) override { return windows_.alloc(bytes); }
+  void free_window(void* addr, size_t bytes) override;
 
   MemoryRegion* reg_write(void* addr, size_t length) override;
   int dereg(MemoryRegion* mr) override;
@@ -346,7 +318,7 @@ class RdmaTransport final : public Transport {
   // Destroyed in reverse order, after the destructor body has deregistered
   // every MR and disconnected every peer: QPs (peers_) before the CQ they
   // post to and the PD they belong to; the window memory last.
-  MappedMemory window_;
+  AnonymousWindows windows_{"RDMA"};
   EndpointPtr listen_id_;
   PdPtr pd_;
   CqPtr cq_;
@@ -367,7 +339,6 @@ RdmaTransport::RdmaTransport(Bootstrap& boot, const TransportOptions& opts)
       timeout_s_(opts.timeout_s),
       safe_ordering_(env_flag("COLL_RDMA_SAFE_ORDERING")),
       sq_depth_(env_uint("COLL_RDMA_SQ_DEPTH", 256, 4, 32768)),
-      window_(opts.window_bytes),
       peers_(static_cast<size_t>(boot.size())) {
   const Clock::time_point deadline = deadline_after(opts.timeout_s);
   local_ip_ = choose_local_address(rank_);
@@ -396,7 +367,7 @@ RdmaTransport::~RdmaTransport() {
   cq_.reset();
   listen_id_.reset();
   pd_.reset();
-  // window_ goes with the members.
+  // windows_ goes with the members.
 }
 
 void RdmaTransport::listen_on(const std::string& ip) {
@@ -697,6 +668,30 @@ int RdmaTransport::dereg(MemoryRegion* mr) {
   (void)it->second->mr.release();
   regions_.erase(it);
   return 0;
+}
+
+// The HCA checks every incoming write against the MR of its rkey: after
+// dereg (rdma_dereg_mr) a write with the old rkey is a remote access error
+// at its sender and never lands, so the memory may go at once.
+void RdmaTransport::free_window(void* addr, size_t bytes) {
+  if (!windows_.owns(addr, bytes)) {
+    fail(COLL_ERR_INVALID_ARG,
+         "RDMA transport: free_window(%p, %zu): not a window that alloc_window handed out (or "
+         "freed already)",
+         addr, bytes);
+  }
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  const size_t length = AnonymousWindows::page_round(bytes);
+  for (const auto& [handle, region] : regions_) {
+    const auto begin = reinterpret_cast<uintptr_t>(region->addr);
+    if (begin < a + length && a < begin + region->length) {
+      fail(COLL_ERR_INVALID_ARG,
+           "RDMA transport: free_window(%p, %zu): the window is still registered (rkey 0x%x: "
+           "%zu bytes at %p); dereg it first",
+           addr, bytes, region->rkey, region->length, region->addr);
+    }
+  }
+  windows_.release(addr);
 }
 
 int RdmaTransport::post_write(int peer, uint64_t context, const void* local_addr, size_t length,

@@ -4,10 +4,24 @@
 // Each rank creates one POSIX shared-memory segment, "/coll-<job>-<rank>",
 // holding a header (owner pid, the owner's mapping address and the table of
 // registered regions, region_table.hpp) followed by the rank's window
-// memory. Peers map every segment at setup; after a barrier each rank
+// arena. Peers map every segment at setup; after a barrier each rank
 // unlinks its own name, so nothing is left in /dev/shm even if a rank is
 // killed later (collrun removes coll-<job>-* as a safety net for a kill
 // during setup).
+//
+// The window arena. Communicators come and go, each with its own window,
+// but peers map a segment only once, at setup. So the segment is created
+// with the arena's full size (TransportOptions::window_arena_bytes,
+// COLL_SHM_ARENA) as a sparse tmpfs file - ftruncate, no pages - and every
+// peer maps all of it: address space only. alloc_window carves a
+// page-aligned range out of the arena (WindowArena: first fit, merged on
+// free) and reserves its pages with posix_fallocate on that range of the
+// file, so a full /dev/shm is an error there, never a SIGBUS in a peer's
+// copy later; free_window punches the range (FALLOC_FL_PUNCH_HOLE): its
+// pages go back to the system, every mapping of them is dropped, and the
+// range reads as zeros when it is handed out again. The owner keeps the
+// segment's fd open for that until teardown (unlinking the name does not
+// need it closed).
 //
 // A write looks up the rkey in the *target's* region table, checks the
 // range, and copies. Regions inside the target's segment are reached
@@ -22,6 +36,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -31,25 +46,30 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/unique_fd.hpp"
 #include "error.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/region_table.hpp"
 #include "transport/shm_transport.hpp"
 #include "transport/transport.hpp"
+#include "transport/window_arena.hpp"
 
 namespace coll {
 namespace {
 
-constexpr uint64_t kMagic = 0x636f6c6c73686d31ULL;  // "collshm1"
+constexpr uint64_t kMagic = 0x636f6c6c73686d32ULL;  // "collshm2"
 
 struct SegmentHeader {
   uint64_t magic;
   int64_t pid;
   uint64_t base;  // where the owner mapped the segment
-  uint64_t window_offset;
+  uint64_t arena_offset;  // the window arena: [arena_offset, arena_offset + arena_bytes)
+  uint64_t arena_bytes;
   uint64_t closed;  // set when the owner's transport goes away
   RegionEntry regions[kMaxRegions];  // this rank's RegionTable
 };
@@ -67,9 +87,18 @@ bool is_zombie(pid_t pid) {
   return paren && paren[1] == ' ' && paren[2] == 'Z';
 }
 
+size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
 size_t page_round(size_t n) {
-  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t page = page_size();
   return (n + page - 1) / page * page;
+}
+
+// For messages: what /dev/shm has left ("?" when statvfs fails).
+std::string dev_shm_available() {
+  struct statvfs st {};
+  if (statvfs("/dev/shm", &st) != 0) return "?";
+  return strfmt("%llu", static_cast<unsigned long long>(st.f_bavail) * st.f_frsize);
 }
 
 // An mmap'ed segment, unmapped on destruction.
@@ -135,7 +164,7 @@ class ShmTransport final : public Transport {
   // must then all run on this host.
   ShmTransport(Bootstrap& boot, const TransportOptions& opts, std::vector<bool> same_host)
       : rank_(boot.rank()), size_(boot.size()), same_host_(std::move(same_host)) {
-    create_segment(boot.job_id(), opts.window_bytes);
+    create_segment(boot.job_id(), opts.window_arena_bytes);
     table_ = std::make_unique<RegionTable>(own_.header()->regions, "shm");
     exchange_and_map(boot, opts.timeout_s);
   }
@@ -145,8 +174,56 @@ class ShmTransport final : public Transport {
   const char* name() const override { return "shm"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void* window_base() const override {
-    return own_.data() + own_.header()->window_offset;
+
+  void* alloc_window(size_t bytes) override {
+    if (bytes == 0) fail(COLL_ERR_INVALID_ARG, "shm transport: a window of 0 bytes");
+    const size_t page = page_size();
+    if (bytes > arena_->capacity())
+      fail(COLL_ERR_NO_RESOURCES,
+           "shm transport: rank %d cannot allocate a window of %zu bytes: its window arena "
+           "holds %zu bytes in all (COLL_SHM_ARENA); raise COLL_SHM_ARENA",
+           rank_, bytes, arena_->capacity());
+    const size_t length = (bytes + page - 1) / page * page;
+    std::optional<size_t> at = arena_->take(length);
+    if (!at)
+      fail(COLL_ERR_NO_RESOURCES,
+           "shm transport: rank %d cannot allocate a window of %zu bytes (%zu with page "
+           "rounding): its window arena of %zu bytes (COLL_SHM_ARENA) has %zu bytes free in "
+           "%zu ranges, the largest %zu bytes, with %zu windows allocated; free communicators "
+           "or raise COLL_SHM_ARENA",
+           rank_, bytes, length, arena_->capacity(), arena_->free_bytes(),
+           arena_->free_ranges(), arena_->largest_free(), arena_->ranges_in_use());
+    const off_t file_offset = static_cast<off_t>(arena_offset_ + *at);
+    // The pages are reserved now: a full /dev/shm (or a memory limit) is an
+    // error here, not a SIGBUS in whichever process first touches a page.
+    if (int err = posix_fallocate(fd_.get(), file_offset, static_cast<off_t>(length))) {
+      release_pages(file_offset, length);  // whatever part was reserved
+      arena_->give_back(*at, length);
+      fail_errno(COLL_ERR_NO_RESOURCES, err,
+                 "shm transport: rank %d cannot reserve %zu bytes in /dev/shm for a window of "
+                 "%zu bytes (/dev/shm has %s bytes available; is /dev/shm full? df /dev/shm)",
+                 rank_, length, bytes, dev_shm_available().c_str());
+    }
+    return own_.data() + arena_offset_ + *at;
+  }
+
+  void free_window(void* addr, size_t bytes) override {
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    const auto arena = reinterpret_cast<uintptr_t>(own_.data()) + arena_offset_;
+    const size_t length = page_round(bytes);
+    if (addr == nullptr || bytes == 0 || a < arena || !arena_->in_use(a - arena, length))
+      fail(COLL_ERR_INVALID_ARG,
+           "shm transport: free_window(%p, %zu): not a window that alloc_window handed out "
+           "(or freed already)",
+           addr, bytes);
+    if (const RegionEntry* e = live_region_overlapping(a, length))
+      fail(COLL_ERR_INVALID_ARG,
+           "shm transport: free_window(%p, %zu): the window is still registered (rkey 0x%x: "
+           "%llu bytes at 0x%llx); dereg it first",
+           addr, bytes, e->rkey.load(std::memory_order_relaxed),
+           static_cast<unsigned long long>(e->length), static_cast<unsigned long long>(e->addr));
+    release_pages(static_cast<off_t>(arena_offset_ + (a - arena)), length);
+    arena_->give_back(a - arena, length);
   }
   bool needs_local_registration() const override { return false; }
   // A CMA write (process_vm_writev) pins and copies page by page; measured
@@ -155,9 +232,12 @@ class ShmTransport final : public Transport {
   size_t default_zcopy_threshold() const override { return size_t(16) << 20; }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
+    // Peers copy through their mapping into what lies in our arena; the
+    // header (the region table) is never theirs to write.
     auto a = reinterpret_cast<uintptr_t>(addr);
-    auto seg = reinterpret_cast<uintptr_t>(own_.data());
-    bool inside = a >= seg && length <= own_.size() && a - seg <= own_.size() - length;
+    auto arena = reinterpret_cast<uintptr_t>(own_.data()) + arena_offset_;
+    const size_t arena_bytes = own_.size() - arena_offset_;
+    bool inside = a >= arena && length <= arena_bytes && a - arena <= arena_bytes - length;
     return table_->add(addr, length, inside ? kRegionInSegment : kRegionProcessMemory);
   }
 
@@ -242,31 +322,71 @@ class ShmTransport final : public Transport {
   }
 
  private:
-  void create_segment(const std::string& job, size_t window_bytes) {
+  void create_segment(const std::string& job, size_t arena_bytes) {
     std::string name = strfmt("/coll-%s-%d", job.c_str(), rank_);
     if (name.size() >= sizeof(PeerInfo::segment))
       fail(COLL_ERR_INVALID_ARG, "job id too long for a segment name: %s", job.c_str());
-    size_t header = page_round(sizeof(SegmentHeader));
-    size_t total = header + page_round(window_bytes);
-    Fd fd(shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
-    if (fd.get() < 0)
-      fail_errno(COLL_ERR_NO_RESOURCES, errno, "shm_open(%s)", name.c_str());
+    const size_t header = page_round(sizeof(SegmentHeader));
+    const size_t arena = page_round(arena_bytes);
+    const size_t total = header + arena;
+    if (arena < arena_bytes || total < arena)
+      fail(COLL_ERR_INVALID_ARG, "shm transport: a window arena of %zu bytes (COLL_SHM_ARENA)",
+           arena_bytes);
+    fd_.reset(shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
+    if (!fd_) fail_errno(COLL_ERR_NO_RESOURCES, errno, "shm_open(%s)", name.c_str());
     own_name_.set(name);
-    // Reserve the pages now: a full /dev/shm must be an error here, not a
-    // SIGBUS in the middle of a collective.
-    if (int err = posix_fallocate(fd.get(), 0, static_cast<off_t>(total)))
+    // The arena's size, but no pages: alloc_window reserves them.
+    if (ftruncate(fd_.get(), static_cast<off_t>(total)) != 0)
+      fail_errno(COLL_ERR_NO_RESOURCES, errno,
+                 "shm transport: cannot size %s to %zu bytes (a window arena of %zu bytes: "
+                 "COLL_SHM_ARENA)",
+                 name.c_str(), total, arena);
+    // The header's pages are reserved now: a full /dev/shm must be an error
+    // here, not a SIGBUS later.
+    if (int err = posix_fallocate(fd_.get(), 0, static_cast<off_t>(header)))
       fail_errno(COLL_ERR_NO_RESOURCES, err,
-                 "cannot reserve %zu bytes in /dev/shm for %s (is /dev/shm full?)",
-                 total, name.c_str());
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (p == MAP_FAILED) fail_errno(COLL_ERR_NO_RESOURCES, errno, "mmap %zu bytes", total);
+                 "cannot reserve %zu bytes in /dev/shm for %s (/dev/shm has %s bytes "
+                 "available; is /dev/shm full?)",
+                 header, name.c_str(), dev_shm_available().c_str());
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_.get(),
+                   0);
+    if (p == MAP_FAILED)
+      fail_errno(COLL_ERR_NO_RESOURCES, errno,
+                 "shm transport: mmap of %zu bytes (a window arena of %zu bytes: "
+                 "COLL_SHM_ARENA; ulimit -v?)",
+                 total, arena);
     own_ = Mapping(p, total);
+    arena_offset_ = header;
+    arena_ = std::make_unique<WindowArena>(arena);
     SegmentHeader* h = own_.header();
     h->pid = getpid();
     h->base = reinterpret_cast<uintptr_t>(p);
-    h->window_offset = header;
+    h->arena_offset = header;
+    h->arena_bytes = arena;
     // The region table is cleared by RegionTable's constructor, after this.
     __atomic_store_n(&h->magic, kMagic, __ATOMIC_RELEASE);
+  }
+
+  // Gives the pages of [offset, offset + length) of the segment back to the
+  // system: the range reads as zeros afterwards, in every mapping.
+  void release_pages(off_t offset, size_t length) {
+    if (fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                  static_cast<off_t>(length)) == 0)
+      return;
+    // A kernel without hole punching on tmpfs (before 3.5): the pages stay
+    // reserved, and are zeroed by hand so that the range reads as zeros.
+    std::memset(own_.data() + offset, 0, length);
+  }
+
+  // A live registration of ours that overlaps [a, a + length), or null.
+  const RegionEntry* live_region_overlapping(uintptr_t a, size_t length) const {
+    const RegionEntry* entries = table_->entries();
+    for (uint32_t i = 0; i < kMaxRegions; ++i) {
+      const RegionEntry& e = entries[i];
+      if (e.rkey.load(std::memory_order_relaxed) == 0) continue;
+      if (e.addr < a + length && a < e.addr + e.length) return &e;
+    }
+    return nullptr;
   }
 
   void exchange_and_map(Bootstrap& boot, double timeout_s) {
@@ -305,18 +425,28 @@ class ShmTransport final : public Transport {
   Mapping map_self() {
     // A second mapping of our own segment keeps post_write uniform for
     // writes to ourselves.
-    return map_peer(own_name_.str().c_str());
+    return map_segment(fd_.get(), own_name_.str().c_str());
   }
 
   Mapping map_peer(const char* segment) {
     Fd fd(shm_open(segment, O_RDWR, 0));
     if (fd.get() < 0) fail_errno(COLL_ERR_PEER_LOST, errno, "shm_open(%s) of a peer", segment);
+    return map_segment(fd.get(), segment);
+  }
+
+  // All of it, the whole window arena included: address space only, the
+  // pages are the owner's to reserve.
+  Mapping map_segment(int fd, const char* segment) {
     struct stat st {};
-    if (fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(SegmentHeader))
+    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(SegmentHeader))
       fail(COLL_ERR_INTERNAL, "peer segment %s is too small", segment);
     void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fd.get(), 0);
-    if (p == MAP_FAILED) fail_errno(COLL_ERR_NO_RESOURCES, errno, "mmap of %s", segment);
+                   MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (p == MAP_FAILED)
+      fail_errno(COLL_ERR_NO_RESOURCES, errno,
+                 "mmap of %s (%lld bytes: the segment and window arena of a peer, "
+                 "COLL_SHM_ARENA; ulimit -v?)",
+                 segment, static_cast<long long>(st.st_size));
     Mapping m(p, static_cast<size_t>(st.st_size));
     if (__atomic_load_n(&m.header()->magic, __ATOMIC_ACQUIRE) != kMagic)
       fail(COLL_ERR_INTERNAL, "peer segment %s is not initialised", segment);
@@ -348,7 +478,10 @@ class ShmTransport final : public Transport {
   int size_;
   std::vector<bool> same_host_;
   ShmName own_name_;
+  UniqueFd fd_;  // our segment, open until teardown: alloc_window and free_window use it
   Mapping own_;
+  size_t arena_offset_ = 0;  // where the arena starts in own_
+  std::unique_ptr<WindowArena> arena_;
   std::unique_ptr<RegionTable> table_;  // in own_'s header
   std::vector<Mapping> peers_;
   std::vector<int64_t> pids_;

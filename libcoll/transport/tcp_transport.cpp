@@ -73,6 +73,7 @@
 #include "bootstrap/unique_fd.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "transport/anonymous_windows.hpp"
 #include "transport/host_identity.hpp"
 
 namespace coll {
@@ -151,30 +152,6 @@ uint64_t random_token() {
   return token;
 }
 
-// The window of a tcp-only rank: private, page aligned, zeroed.
-class AnonymousMapping {
- public:
-  AnonymousMapping() = default;
-  explicit AnonymousMapping(size_t bytes) {
-    if (bytes == 0) return;
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      fail_errno(COLL_ERR_NO_RESOURCES, errno, "tcp transport: mmap of a %zu-byte window", bytes);
-    ptr_ = p;
-    len_ = bytes;
-  }
-  AnonymousMapping(const AnonymousMapping&) = delete;
-  AnonymousMapping& operator=(const AnonymousMapping&) = delete;
-  ~AnonymousMapping() {
-    if (ptr_) munmap(ptr_, len_);
-  }
-  void* data() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t len_ = 0;
-};
-
 // Where the bytes of the frame being received go.
 enum class Sink { kNone, kWhole, kRegion, kText };
 
@@ -208,8 +185,6 @@ class TcpTransport final : public Transport {
       own_entries_.reset(new RegionEntry[kMaxRegions]);
       table_ = std::make_unique<RegionTable>(own_entries_.get(), "tcp");
       regions_ = table_->entries();
-      size_t page = size_t(sysconf(_SC_PAGESIZE));
-      window_ = std::make_unique<AnonymousMapping>((opts.window_bytes + page - 1) / page * page);
     }
     peers_.resize(size_t(size_));
     for (int r = 0; r < size_; ++r)
@@ -222,8 +197,37 @@ class TcpTransport final : public Transport {
   const char* name() const override { return "tcp"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void* window_base() const override { return window_ ? window_->data() : nullptr; }
   bool needs_local_registration() const override { return false; }
+
+  // The target applies every write itself, into its own memory: windows
+  // are private anonymous memory. A write that arrives for a window after
+  // its dereg is refused by the rkey check (and fails the transport), so
+  // nothing ever lands in memory that free_window gave back.
+  void* alloc_window(size_t bytes) override {
+    if (!table_) fail(COLL_ERR_INTERNAL, "tcp transport: windows belong to the shm half of shm+tcp");
+    return windows_.alloc(bytes);
+  }
+
+  void free_window(void* addr, size_t bytes) override {
+    if (!table_ || !windows_.owns(addr, bytes))
+      fail(COLL_ERR_INVALID_ARG,
+           "tcp transport: free_window(%p, %zu): not a window that alloc_window handed out "
+           "(or freed already)",
+           addr, bytes);
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    const size_t length = AnonymousWindows::page_round(bytes);
+    for (uint32_t i = 0; i < kMaxRegions; ++i) {
+      const RegionEntry& e = regions_[i];
+      const uint32_t rkey = e.rkey.load(std::memory_order_relaxed);
+      if (rkey != 0 && e.addr < a + length && a < e.addr + e.length)
+        fail(COLL_ERR_INVALID_ARG,
+             "tcp transport: free_window(%p, %zu): the window is still registered (rkey 0x%x: "
+             "%llu bytes at 0x%llx); dereg it first",
+             addr, bytes, rkey, static_cast<unsigned long long>(e.length),
+             static_cast<unsigned long long>(e.addr));
+    }
+    windows_.release(addr);
+  }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
     if (!table_)
@@ -816,7 +820,7 @@ class TcpTransport final : public Transport {
   std::unique_ptr<RegionEntry[]> own_entries_;  // tcp alone: the table's storage
   std::unique_ptr<RegionTable> table_;          // tcp alone; null in shm+tcp
   const RegionEntry* regions_ = nullptr;        // what incoming writes are checked against
-  std::unique_ptr<AnonymousMapping> window_;    // tcp alone
+  AnonymousWindows windows_{"tcp"};             // tcp alone; unused in shm+tcp
   Address published_{};
   UniqueFd epoll_;
   std::vector<Peer> peers_;

@@ -16,8 +16,9 @@ std::unique_ptr<Transport> make_tcp_transport(Bootstrap& boot, const TransportOp
 
 // The tcp half of the shm+tcp transport: connects only to the ranks marked
 // in `reach`, and checks incoming writes against `regions`, the table of
-// the shm half (one rkey space for both paths). It has no window and
-// registers nothing itself: reg_write throws, window_base is null.
+// the shm half (one rkey space for both paths). It has no windows and
+// registers nothing itself: reg_write and alloc_window throw
+// (COLL_ERR_INTERNAL).
 std::unique_ptr<Transport> make_tcp_transport_part(Bootstrap& boot, const TransportOptions& opts,
                                                    const std::vector<bool>& reach,
                                                    const RegionEntry* regions);

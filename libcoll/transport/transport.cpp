@@ -1,20 +1,23 @@
 #include "transport/transport.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
 #include "transport/hybrid_transport.hpp"
 #include "transport/tcp_transport.hpp"
 
-#include <sys/mman.h>
-
 namespace coll {
 
-void* Transport::alloc_window(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail_errno(COLL_ERR_NO_RESOURCES, errno, "window of %zu bytes", bytes);
-  return p;
+size_t default_window_arena_bytes(size_t world_window_bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t cap = SIZE_MAX / 32;  // no overflow below, whatever the caller asks
+  const size_t sixteen = 16 * std::min(world_window_bytes, cap);
+  return (std::max(kMinWindowArenaBytes, sixteen) + page - 1) / page * page;
 }
-void Transport::free_window(void* addr, size_t bytes) { munmap(addr, bytes); }
 
 #ifndef COLL_HAVE_RDMA
 bool rdma_device_available() { return false; }

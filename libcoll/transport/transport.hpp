@@ -15,6 +15,14 @@
 //    atomic store (flags and credits rely on it).
 //  - a failed write (error completion, bad rkey, lost peer) is reported by
 //    poll() and makes the transport "failed": every later call reports it.
+//  - window memory (alloc_window) is where peers write; a communicator
+//    allocates its own, registers it, and frees it when it goes. Any other
+//    memory may be registered too (user buffers for zero-copy).
+//
+// Threads: transports are NOT thread-safe. Every call on one transport
+// (alloc_window and free_window included) must be serialized by the caller;
+// a backend may run its progress engine inside any call (tcp applies
+// incoming writes in poll, post_write and check_peer).
 #pragma once
 
 #include <cerrno>
@@ -54,10 +62,30 @@ struct Completion {
   int status = 0;  // 0, or a COLL_ERR_* code
 };
 
+// The least arena a caller should give the shm transport (see
+// default_window_arena_bytes).
+inline constexpr size_t kMinWindowArenaBytes = size_t(256) << 20;
+
 struct TransportOptions {
-  size_t window_bytes = 0;  // this rank's window memory, allocated at setup
-  double timeout_s = 60;    // bound on every wait during setup
+  // Virtual bytes of this rank's window arena: the most window memory that
+  // alloc_window hands out at once (all windows alive together, plus page
+  // rounding and fragmentation). Used by shm and the shm half of shm+tcp,
+  // whose windows live in the rank's shared segment: the segment is created
+  // this large but sparse, and every peer on the host maps all of it at
+  // setup - address space only, no memory until alloc_window reserves it.
+  // tcp and rdma ignore it (their windows are anonymous memory). Callers
+  // take COLL_SHM_ARENA (Config::shm_arena_bytes) when the user set it,
+  // else default_window_arena_bytes(the world window's bytes).
+  size_t window_arena_bytes = kMinWindowArenaBytes;
+  double timeout_s = 60;  // bound on every wait during setup
 };
+
+// The arena a job needs when the user does not say: max(256 MiB, 16 x the
+// world window), rounded up to pages. A dup of the world needs as much as
+// the world window, a split less, so 16 x leaves room for a dozen or more
+// communicators alive at once; the floor serves small jobs that create
+// many. Costs address space only (ranks per host x arena in every rank).
+size_t default_window_arena_bytes(size_t world_window_bytes);
 
 class Transport {
  public:
@@ -69,13 +97,29 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Memory for this rank's windows (options.window_bytes, page aligned,
-  // zeroed), allocated at setup where peers can reach it once registered.
-  virtual void* window_base() const = 0;
-  // Memory for one communicator's window: page aligned, zeroed, reachable
-  // by peers once registered. TEMPORARY default: anonymous memory.
-  virtual void* alloc_window(size_t bytes);
-  virtual void free_window(void* addr, size_t bytes);
+  // Memory for one window of a communicator: `bytes` rounded up to pages,
+  // page aligned, zeroed, placed where peers can write into it once it is
+  // registered with reg_write (the caller then trades its {addr, rkey}).
+  // shm (and shm+tcp): a range of this rank's shared segment, so that
+  // peers on the host copy into it through their mapping (a region
+  // registered there is kRegionInSegment), its pages reserved in /dev/shm
+  // now so a full /dev/shm fails here, never with a SIGBUS later. tcp,
+  // rdma: anonymous memory (mmap). Throws coll::Error(COLL_ERR_NO_RESOURCES)
+  // when it cannot, with the sizes in the message (shm: /dev/shm full, or
+  // the arena exhausted - COLL_SHM_ARENA; tcp, rdma: mmap failed);
+  // COLL_ERR_INVALID_ARG for 0 bytes.
+  virtual void* alloc_window(size_t bytes) = 0;
+  // Gives back what alloc_window(bytes) returned at addr (same bytes).
+  // The caller has dereg'ed every registration inside it first and
+  // guarantees that no peer writes into it any more (they have quiesced:
+  // a write still in flight would land in memory that is no longer the
+  // window). Its pages go back to the system; memory handed out again
+  // later is zeroed again. Throws coll::Error(COLL_ERR_INVALID_ARG) for a
+  // range that alloc_window did not hand out (or that is freed already),
+  // and for one that is still registered: both are bugs of the caller,
+  // and the memory stays as it was. Never fails otherwise. The transport's
+  // destructor frees windows still allocated.
+  virtual void free_window(void* addr, size_t bytes) = 0;
 
   // Throws coll::Error (COLL_ERR_NO_RESOURCES for ENOMEM, with the
   // locked-memory limit named in the message).

@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -43,9 +44,8 @@ using Clock = std::chrono::steady_clock;
 constexpr double kSetupTimeout = 60;  // seconds; TCG emulation is slow
 constexpr double kWaitTimeout = 60;
 
-std::unique_ptr<Transport> make_transport(FileBootstrap& boot, size_t window_bytes = 0) {
+std::unique_ptr<Transport> make_transport(FileBootstrap& boot) {
   TransportOptions options;
-  options.window_bytes = window_bytes;
   options.timeout_s = kSetupTimeout;
   return make_rdma_transport(boot, options);
 }
@@ -173,11 +173,11 @@ int data_then_flag_rank(FileBootstrap& boot, const char* knob) {
   const size_t credits_offset = flags_offset + static_cast<size_t>(n) * 8;
   const size_t window_bytes = credits_offset + static_cast<size_t>(n) * 8;
 
-  std::unique_ptr<Transport> transport = make_transport(boot, window_bytes);
+  std::unique_ptr<Transport> transport = make_transport(boot);
   CHILD_CHECK(std::strcmp(transport->name(), "rdma") == 0, "name %s", transport->name());
   CHILD_CHECK(transport->rank() == me && transport->size() == n, "rank/size");
   CHILD_CHECK(transport->needs_local_registration(), "RDMA needs registered sources");
-  auto* window = static_cast<uint8_t*>(transport->window_base());
+  auto* window = static_cast<uint8_t*>(transport->alloc_window(window_bytes));
   CHILD_CHECK(window != nullptr, "no window");
   CHILD_CHECK(reinterpret_cast<uintptr_t>(window) % static_cast<uintptr_t>(getpagesize()) == 0,
               "window %p not page aligned", static_cast<void*>(window));
@@ -274,8 +274,8 @@ TEST_F(RdmaTransportTest, BurstLongerThanTheSendQueueLandsInOrder) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     constexpr uint64_t kWrites = 2000;
     constexpr size_t kWindow = 4096;
-    std::unique_ptr<Transport> transport = make_transport(boot, kWindow);
-    auto* words = static_cast<uint64_t*>(transport->window_base());
+    std::unique_ptr<Transport> transport = make_transport(boot);
+    auto* words = static_cast<uint64_t*>(transport->alloc_window(kWindow));
     MemoryRegion* window_mr = transport->reg_write(words, kWindow);
     std::vector<RemoteRegion> remote = exchange_regions(boot, window_mr, kSetupTimeout);
     Driver driver(*transport);
@@ -314,8 +314,8 @@ TEST_F(RdmaTransportTest, BurstLongerThanTheSendQueueLandsInOrder) {
 TEST_F(RdmaTransportTest, RejectsBadArgumentsAndWritesToItself) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     constexpr size_t kWindow = 8192;
-    std::unique_ptr<Transport> transport = make_transport(boot, kWindow);
-    auto* window = static_cast<uint8_t*>(transport->window_base());
+    std::unique_ptr<Transport> transport = make_transport(boot);
+    auto* window = static_cast<uint8_t*>(transport->alloc_window(kWindow));
     MemoryRegion* window_mr = transport->reg_write(window, kWindow);
     const int me = boot.rank();
     const int peer = 1 - me;
@@ -404,6 +404,147 @@ TEST_F(RdmaTransportTest, WriteAfterDeregFailsAndNeverLands) {
       for (size_t i = 0; i < buffer.size(); ++i) {
         CHILD_CHECK(buffer[i] == 0xab, "byte %zu changed to %x after dereg", i, buffer[i]);
       }
+    }
+    return 0;
+  }));
+}
+
+// ---------------------------------------------------------------- windows
+
+// Windows come and go (alloc_window / free_window): two windows take writes
+// from the peer; one is dereg'ed, freed and allocated again - zeroed;
+// misuse of free_window is refused; the new window takes writes, and a
+// write with the old rkey fails with a remote access error and lands
+// nowhere (mmap may well give the new window the old address); a hundred
+// cycles with registration leave no descriptor behind and unmap each.
+TEST_F(RdmaTransportTest, WindowsFreedAndAllocatedAgainAreZeroedAndOldRkeysFail) {
+  expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
+    constexpr size_t kSmall = 3 * 4096 + 100, kLarge = 64 * 1024 + 8, kFlag = 32 * 1024;
+    const size_t page = static_cast<size_t>(getpagesize());
+    const int me = boot.rank(), peer = 1 - me;
+    std::unique_ptr<Transport> transport = make_transport(boot);
+    auto* small = static_cast<uint8_t*>(transport->alloc_window(kSmall));
+    auto* large = static_cast<uint8_t*>(transport->alloc_window(kLarge));
+    for (uint8_t* w : {small, large}) {
+      CHILD_CHECK(reinterpret_cast<uintptr_t>(w) % page == 0, "window %p not page aligned",
+                  static_cast<void*>(w));
+    }
+    for (size_t i = 0; i < kSmall; ++i) CHILD_CHECK(small[i] == 0, "small window not zeroed");
+    for (size_t i = 0; i < kLarge; ++i) CHILD_CHECK(large[i] == 0, "large window not zeroed");
+    MemoryRegion* small_mr = transport->reg_write(small, kSmall);
+    MemoryRegion* large_mr = transport->reg_write(large, kLarge);
+    std::vector<uint8_t> source(4096);
+    MemoryRegion* source_mr = transport->reg_write(source.data(), source.size());
+    std::vector<RemoteRegion> remote_small = exchange_regions(boot, small_mr, kSetupTimeout);
+    std::vector<RemoteRegion> remote_large = exchange_regions(boot, large_mr, kSetupTimeout);
+    Driver driver(*transport);
+
+    // Round `round`: 4 KiB into both of the peer's windows, then a flag.
+    auto write_round = [&](int round, const RemoteRegion& s, const RemoteRegion& l) {
+      for (size_t i = 0; i < source.size(); ++i) source[i] = pattern(me, round, i);
+      uint64_t context = static_cast<uint64_t>(round) * 10;
+      if (transport->post_write(peer, context, source.data(), 4096, source_mr, kWriteSignaled,
+                                s.addr + 4096, s.rkey) != 0 ||
+          transport->post_write(peer, context + 1, source.data(), 4096, source_mr,
+                                kWriteSignaled, l.addr + 8192, l.rkey) != 0) {
+        return false;
+      }
+      uint64_t flag = static_cast<uint64_t>(round);
+      return transport->post_write(peer, 0, &flag, 8, nullptr, 0, l.addr + kFlag, l.rkey) == 0 &&
+             driver.wait_completion(context) && driver.wait_completion(context + 1);
+    };
+    auto check_round = [&](int round, const uint8_t* s, const uint8_t* l) {
+      if (!driver.wait_word(reinterpret_cast<const uint64_t*>(l + kFlag),
+                            static_cast<uint64_t>(round), peer)) {
+        return false;
+      }
+      for (size_t i = 0; i < 4096; ++i) {
+        if (s[4096 + i] != pattern(peer, round, i) || l[8192 + i] != pattern(peer, round, i)) {
+          std::fprintf(stderr, "rank %d: round %d: byte %zu from rank %d is wrong\n", me, round,
+                       i, peer);
+          return false;
+        }
+      }
+      return true;
+    };
+    CHILD_CHECK(write_round(1, remote_small[static_cast<size_t>(peer)],
+                            remote_large[static_cast<size_t>(peer)]),
+                "round 1 writes: %s", std::strerror(errno));
+    CHILD_CHECK(check_round(1, small, large), "round 1 data");
+    boot.barrier(kSetupTimeout);  // nobody writes into the small windows any more
+
+    auto refused = [&](void* addr, size_t bytes) {
+      try {
+        transport->free_window(addr, bytes);
+      } catch (const Error& e) {
+        return e.status() == COLL_ERR_INVALID_ARG;
+      }
+      return false;
+    };
+    CHILD_CHECK(refused(small, kSmall), "freeing a window that is still registered");
+    CHILD_CHECK(refused(large + page, 4096), "freeing the inside of a window");
+    CHILD_CHECK(small[4096] == pattern(peer, 1, 0), "a refused free changed the window");
+    const RemoteRegion stale = remote_small[static_cast<size_t>(peer)];  // the peer's old one
+    CHILD_CHECK(transport->dereg(small_mr) == 0, "dereg: %s", std::strerror(errno));
+    transport->free_window(small, kSmall);
+    CHILD_CHECK(refused(small, kSmall), "a second free");
+    small = static_cast<uint8_t*>(transport->alloc_window(kSmall));
+    for (size_t i = 0; i < kSmall; ++i) {
+      CHILD_CHECK(small[i] == 0, "the window allocated again is not zeroed (byte %zu)", i);
+    }
+    small_mr = transport->reg_write(small, kSmall);
+    remote_small = exchange_regions(boot, small_mr, kSetupTimeout);
+    CHILD_CHECK(write_round(2, remote_small[static_cast<size_t>(peer)],
+                            remote_large[static_cast<size_t>(peer)]),
+                "round 2 writes: %s", std::strerror(errno));
+    CHILD_CHECK(check_round(2, small, large), "round 2 data");
+    boot.barrier(kSetupTimeout);
+
+    // A hundred more cycles, alone: registered, dereg'ed, freed, unmapped.
+    const int fds_before = [] {
+      int count = 0;
+      for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        (void)entry;
+        ++count;
+      }
+      return count;
+    }();
+    for (int i = 0; i < 100; ++i) {
+      const size_t bytes = static_cast<size_t>(i % 5 + 1) * 4096 + 1;
+      auto* w = static_cast<uint8_t*>(transport->alloc_window(bytes));
+      CHILD_CHECK(w[0] == 0 && w[bytes - 1] == 0, "cycle %d: not zeroed", i);
+      w[0] = w[bytes - 1] = 0xff;
+      MemoryRegion* mr = transport->reg_write(w, bytes);
+      CHILD_CHECK(transport->dereg(mr) == 0, "cycle %d: dereg: %s", i, std::strerror(errno));
+      transport->free_window(w, bytes);
+      unsigned char vec[8];
+      CHILD_CHECK(mincore(w, bytes, vec) != 0 && errno == ENOMEM, "cycle %d: still mapped", i);
+    }
+    int fds_after = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      (void)entry;
+      ++fds_after;
+    }
+    CHILD_CHECK(fds_after == fds_before, "descriptors: %d before, %d after", fds_before, fds_after);
+
+    // Last, as it fails rank 0's transport: rank 0 writes with the old
+    // {addr, rkey} of rank 1's first small window.
+    const std::vector<uint8_t> before(small, small + kSmall);
+    boot.barrier(kSetupTimeout);
+    if (me == 0) {
+      std::memset(source.data(), 0xee, source.size());
+      CHILD_CHECK(transport->post_write(1, 77, source.data(), 4096, source_mr, kWriteSignaled,
+                                        stale.addr + 4096, stale.rkey) == 0,
+                  "post: %s", std::strerror(errno));
+      CHILD_CHECK(!driver.wait_completion(77), "a write with a freed window's rkey completed");
+      CHILD_CHECK(driver.error.status == COLL_ERR_TRANSPORT && driver.error.peer == 1,
+                  "error completion: status %d peer %d", driver.error.status, driver.error.peer);
+    }
+    boot.barrier(kSetupTimeout);  // rank 0's write has failed
+    if (me == 1) {
+      CHILD_CHECK(std::memcmp(before.data(), small, kSmall) == 0,
+                  "the stale write landed in the new window (old %p, new %p)",
+                  reinterpret_cast<void*>(stale.addr), static_cast<void*>(small));
     }
     return 0;
   }));

@@ -79,9 +79,10 @@ bool side_barrier(const Rank& rank, const std::string& name, const std::vector<i
   return true;
 }
 
-TransportOptions options(size_t window_bytes = 64 * 1024) {
+constexpr size_t kWindowBytes = 64 * 1024;  // of the window a case allocates
+
+TransportOptions options() {
   TransportOptions o;
-  o.window_bytes = window_bytes;
   o.timeout_s = kTimeout;
   return o;
 }
@@ -226,14 +227,14 @@ int ordered_writes_rank(Rank& rank) {
   CHILD_CHECK(std::strcmp(t->name(), "tcp") == 0, "name %s", t->name());
   CHILD_CHECK(t->rank() == me && t->size() == n, "rank/size");
   CHILD_CHECK(!t->needs_local_registration(), "tcp copies at post");
-  auto* window = static_cast<uint8_t*>(t->window_base());
+  auto* window = static_cast<uint8_t*>(t->alloc_window(kWindowBytes));
   CHILD_CHECK(window != nullptr && reinterpret_cast<uintptr_t>(window) % 4096 == 0, "window");
-  for (size_t i = 0; i < 64 * 1024; ++i) CHILD_CHECK(window[i] == 0, "window not zeroed");
+  for (size_t i = 0; i < kWindowBytes; ++i) CHILD_CHECK(window[i] == 0, "window not zeroed");
 
   const size_t area = block_offset(kBlocks);
   GuardedBuffer buffer(area * size_t(n));
   MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
-  MemoryRegion* flags_mr = t->reg_write(window, 64 * 1024);
+  MemoryRegion* flags_mr = t->reg_write(window, kWindowBytes);
   const auto remote = exchange_regions(rank.boot, mr);
   const auto remote_flags = exchange_regions(rank.boot, flags_mr);
   auto* flags = reinterpret_cast<uint64_t*>(window);
@@ -313,7 +314,8 @@ TEST(TcpTransport, SignaledWritesCompleteSelfWritesLandCrossingLargeWritesFinish
     std::vector<uint8_t> target(kBig, 0), source(kBig);
     for (size_t i = 0; i < kBig; ++i) source[i] = pattern(me, 3, i);
     MemoryRegion* mr = t->reg_write(target.data(), kBig);
-    MemoryRegion* flags_mr = t->reg_write(t->window_base(), 4096);
+    auto* flag = static_cast<uint64_t*>(t->alloc_window(4096));
+    MemoryRegion* flags_mr = t->reg_write(flag, 4096);
     const auto remote = exchange_regions(rank.boot, mr);
     const auto remote_flags = exchange_regions(rank.boot, flags_mr);
     Waiter wait{*t};
@@ -326,7 +328,6 @@ TEST(TcpTransport, SignaledWritesCompleteSelfWritesLandCrossingLargeWritesFinish
         t->post_write(peer, 78, &one, 8, nullptr, kWriteSignaled, remote_flags[size_t(peer)].addr,
                       remote_flags[size_t(peer)].rkey) == 0,
         "flag");
-    auto* flag = static_cast<uint64_t*>(t->window_base());
     CHILD_CHECK(wait.until([&] { return __atomic_load_n(flag, __ATOMIC_ACQUIRE) == 1; }, peer),
                 "flag from the peer: %s", wait.thrown.c_str());
     for (size_t i = 0; i < kBig; ++i)
@@ -733,7 +734,7 @@ TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
 void lost_peer_case(bool killed) {
   const auto statuses = run_ranks(3, [killed](Rank& rank) {
     auto t = make_tcp_transport(rank.boot, options());
-    MemoryRegion* mr = t->reg_write(t->window_base(), 4096);
+    MemoryRegion* mr = t->reg_write(t->alloc_window(4096), 4096);
     exchange_regions(rank.boot, mr);
     if (rank.boot.rank() == 2) {
       if (killed) raise(SIGKILL);
@@ -770,9 +771,9 @@ TEST(HybridTransport, OneRkeyServesBothPathsAndDeregEndsItOnBoth) {
     auto t = make_hybrid_transport(rank.boot, options(), hosts);
     CHILD_CHECK(std::strcmp(t->name(), "shm+tcp") == 0, "name %s", t->name());
     CHILD_CHECK(!t->needs_local_registration(), "copies at post");
-    auto* window = static_cast<uint8_t*>(t->window_base());
+    auto* window = static_cast<uint8_t*>(t->alloc_window(kWindowBytes));
     constexpr size_t kArea = 8192, kFlags = 4 * kArea;
-    MemoryRegion* mr = t->reg_write(window, 64 * 1024);
+    MemoryRegion* mr = t->reg_write(window, kWindowBytes);
     const auto remote = exchange_regions(rank.boot, mr);
     Waiter wait{*t};
     std::vector<uint8_t> source(kArea);
