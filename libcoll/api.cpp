@@ -15,6 +15,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -41,12 +42,12 @@ struct RequestEntry {
   std::string last_error;
 };
 
+// Never destroyed: a process that exits without coll_finalize (or from a
+// signal handler) must not run destructors of operations that may still be
+// queued.
 template <class T>
 class HandleTable {
  public:
-  ~HandleTable() {
-    for (auto& c : chunks_) delete[] c.load();
-  }
   // Takes ownership of obj.
   uintptr_t add(std::unique_ptr<T> obj) {
     std::lock_guard<std::mutex> l(mutex_);
@@ -112,7 +113,10 @@ class HandleTable {
 };
 
 std::mutex g_mutex;  // guards init / finalize
-std::unique_ptr<coll::Context> g_context;
+// Not a unique_ptr: exit() without coll_finalize must not tear down a
+// context whose peers may still be in a collective (the old rule: only
+// coll_finalize finalizes).
+coll::Context* g_context = nullptr;
 std::atomic<bool> g_initialized{false};
 coll_comm_t g_world = COLL_COMM_NULL;
 std::string g_init_error;  // last failure of coll_init / coll_finalize / a handle check
@@ -281,7 +285,7 @@ int coll_init_thread(int* /*argc*/, char*** /*argv*/, int required, int* provide
   return guarded(g_init_error, [&] {
     coll::Config config = coll::load_config();
     auto boot = coll::make_bootstrap_from_environment(config.timeout_s);
-    g_context = std::make_unique<coll::Context>(std::move(boot), config, required);
+    g_context = new coll::Context(std::move(boot), config, required);
     auto world = std::make_unique<CommEntry>();
     world->impl = &g_context->world();
     g_world = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(world)));
@@ -301,7 +305,7 @@ int coll_finalize(void) {
   g_initialized = false;
   // Operations still queued complete first (the finalize handshake runs
   // behind them); then every handle goes stale.
-  int status = guarded(g_init_error, [&] { g_context.reset(); });
+  int status = guarded(g_init_error, [&] { delete std::exchange(g_context, nullptr); });
   g_requests.remove_all();
   g_comms.remove_all();
   g_world = COLL_COMM_NULL;

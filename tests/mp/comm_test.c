@@ -197,7 +197,6 @@ int main(int argc, char **argv) {
       for (int i = 0; i < 300; ++i) x[i] = (double)(me + s);
       for (int i = 0; i < 777; ++i) y[i] = me == n / 2 ? (uint8_t)(s + i) : 0;
       OK(coll_start(ar));
-      FAILS(COLL_ERR_INVALID_ARG, coll_start(ar)); /* active */
       OK(coll_start(bc));
       OK(coll_start(ba));
       coll_request_t all[3] = {ba, bc, ar};
@@ -214,6 +213,23 @@ int main(int argc, char **argv) {
           "coll_start touched the cache: registrations %llu -> %llu, hits %llu -> %llu",
           (unsigned long long)before.registrations, (unsigned long long)after.registrations,
           (unsigned long long)before.hits, (unsigned long long)after.hits);
+    /* Starting an active request: rank 0 starts the barrier, which cannot
+     * complete before the others start it, and they do so only after a
+     * bcast (on another communicator) that rank 0 sends after its test. */
+    if (n > 1) {
+      int go = 0;
+      if (me == 0) {
+        OK(coll_start(ba));
+        FAILS(COLL_ERR_INVALID_ARG, coll_start(ba));
+        go = 1;
+        OK(coll_bcast(&go, 1, COLL_INT32, 0, dup));
+      } else {
+        OK(coll_bcast(&go, 1, COLL_INT32, 0, dup));
+        OK(coll_start(ba));
+      }
+      OK(coll_wait(&ba));
+      CHECK(go == 1, "bcast of go");
+    }
     OK(coll_request_free(&ar));
     OK(coll_request_free(&bc));
     OK(coll_request_free(&ba));
