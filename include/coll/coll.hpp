@@ -4,8 +4,17 @@
 //   coll::Comm world = coll::Comm::world();
 //   world.allreduce(in.data(), out.data(), n, COLL_FLOAT, COLL_SUM);
 //
+//   coll::Comm rows = world.split(world.rank() / 4, world.rank());  // owned
+//   coll::Request r = rows.iallreduce(COLL_IN_PLACE, x, n, COLL_DOUBLE, COLL_SUM);
+//   ...compute...
+//   r.wait();
+//
 // Failures throw coll::Exception carrying the status code and the detail
-// message of the communicator.
+// message of the communicator. A Comm made by dup() or split() owns its
+// communicator and frees it (a collective: every member destroys it in the
+// same order) when it goes, unless free() did already; Comm::world() does
+// not own. A Request owns its request: destroying an active one completes
+// it first.
 #ifndef COLL_COLL_HPP
 #define COLL_COLL_HPP
 
@@ -14,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace coll {
@@ -55,17 +65,86 @@ constexpr coll_datatype_t datatype_of() {
 class Session {
  public:
   Session(int* argc = nullptr, char*** argv = nullptr) { check(coll_init(argc, argv), nullptr); }
+  // With a thread level (COLL_THREAD_*).
+  Session(int* argc, char*** argv, int required) {
+    check(coll_init_thread(argc, argv, required, &provided_), nullptr);
+  }
+  int provided() const { return provided_; }
   ~Session() { coll_finalize(); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
+
+ private:
+  int provided_ = COLL_THREAD_SINGLE;
+};
+
+// A non-blocking or persistent collective. Movable, not copyable.
+class Request {
+ public:
+  Request() = default;
+  Request(coll_request_t r, coll_comm_t comm) : r_(r), comm_(comm) {}
+  Request(Request&& o) noexcept : r_(std::exchange(o.r_, COLL_REQUEST_NULL)), comm_(o.comm_) {}
+  Request& operator=(Request&& o) noexcept {
+    std::swap(r_, o.r_);
+    std::swap(comm_, o.comm_);
+    return *this;
+  }
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request() {
+    if (r_ != COLL_REQUEST_NULL) coll_request_free(&r_);
+  }
+
+  coll_request_t get() const { return r_; }
+  // Null once a non-persistent request has completed.
+  explicit operator bool() const { return r_ != COLL_REQUEST_NULL; }
+  void wait() { check(coll_wait(&r_), comm_); }
+  bool test() {
+    int flag = 0;
+    check(coll_test(&r_, &flag), comm_);
+    return flag != 0;
+  }
+  void start() { check(coll_start(r_), comm_); }  // persistent only
+
+ private:
+  coll_request_t r_ = COLL_REQUEST_NULL;
+  coll_comm_t comm_ = COLL_COMM_NULL;
 };
 
 class Comm {
  public:
-  explicit Comm(coll_comm_t comm) : comm_(comm) {}
+  explicit Comm(coll_comm_t comm, bool owned = false) : comm_(comm), owned_(owned) {}
   static Comm world() { return Comm(coll_comm_world()); }
+  Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, COLL_COMM_NULL)), owned_(o.owned_) {}
+  Comm& operator=(Comm&& o) noexcept {
+    std::swap(comm_, o.comm_);
+    std::swap(owned_, o.owned_);
+    return *this;
+  }
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  ~Comm() {
+    if (owned_ && comm_ != COLL_COMM_NULL) coll_comm_free(&comm_);
+  }
 
   coll_comm_t get() const { return comm_; }
+  // False for the result of a split with COLL_UNDEFINED.
+  explicit operator bool() const { return comm_ != COLL_COMM_NULL; }
+
+  Comm dup() const {
+    coll_comm_t c = COLL_COMM_NULL;
+    check(coll_comm_dup(comm_, &c), comm_);
+    return Comm(c, true);
+  }
+  Comm split(int color, int key) const {
+    coll_comm_t c = COLL_COMM_NULL;
+    check(coll_comm_split(comm_, color, key, &c), comm_);
+    return Comm(c, true);
+  }
+  // Frees an owned communicator now (collective).
+  void free() {
+    if (owned_ && comm_ != COLL_COMM_NULL) check(coll_comm_free(&comm_), COLL_COMM_NULL);
+  }
   int rank() const {
     int r = -1;
     check(coll_comm_rank(comm_, &r), comm_);
@@ -96,8 +175,42 @@ class Comm {
 
   void barrier() const { check(coll_barrier(comm_), comm_); }
 
+  Request iallreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                     coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_iallreduce(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request ibcast(void* buf, size_t count, coll_datatype_t type, int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_ibcast(buf, count, type, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request ibarrier() const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_ibarrier(comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request allreduce_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                         coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_allreduce_init(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request bcast_init(void* buf, size_t count, coll_datatype_t type, int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_bcast_init(buf, count, type, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request barrier_init() const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_barrier_init(comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+
  private:
   coll_comm_t comm_;
+  bool owned_ = false;
 };
 
 }  // namespace coll

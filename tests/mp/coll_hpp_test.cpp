@@ -75,6 +75,38 @@ TEST(CppWrapper, FailuresThrowWithTheStatus) {
   EXPECT_EQ(data[3], static_cast<float>(world.size()));
 }
 
+TEST(CppWrapper, SplitDupAndRequests) {
+  const coll::Comm world = coll::Comm::world();
+  const int n = world.size(), me = world.rank();
+  {
+    coll::Comm rev = world.split(0, n - me);  // reversed order
+    ASSERT_TRUE(rev);
+    EXPECT_EQ(rev.rank(), n - 1 - me);
+    coll::Comm copy = rev.dup();
+    std::vector<int64_t> v(5, me);
+    coll::Request r = copy.iallreduce(COLL_IN_PLACE, v.data(), v.size(), COLL_INT64, COLL_SUM);
+    coll::Request b = rev.ibarrier();
+    b.wait();
+    r.wait();
+    EXPECT_FALSE(r);
+    EXPECT_EQ(v[4], int64_t(n) * (n - 1) / 2);
+    int x = 0;
+    coll::Request p = rev.bcast_init(&x, 1, COLL_INT32, 0);
+    for (int s = 1; s <= 20; ++s) {
+      x = rev.rank() == 0 ? s : 0;
+      p.start();
+      while (!p.test()) {
+      }
+      EXPECT_EQ(x, s);
+      EXPECT_TRUE(p);  // persistent: still allocated
+    }
+    coll::Comm moved = std::move(copy);
+    moved.free();  // then rev is freed by its destructor
+  }
+  coll::Comm none = world.split(COLL_UNDEFINED, 0);
+  EXPECT_FALSE(none);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
