@@ -171,10 +171,15 @@ class EntryGuard {
                  "calls on one communicator are erroneous (use one communicator per thread, "
                  "e.g. coll_comm_dup)");
   }
-  ~EntryGuard() { flag_.store(false, std::memory_order_release); }
+  ~EntryGuard() {
+    if (armed_) flag_.store(false, std::memory_order_release);
+  }
+  // The communicator is about to be destroyed: nothing to reset after.
+  void dismiss() { armed_ = false; }
 
  private:
   std::atomic<bool>& flag_;
+  bool armed_ = true;
 };
 
 // Checks the communicator handle, then runs body(entry, communicator).
@@ -384,7 +389,8 @@ int coll_comm_free(coll_comm_t* comm) {
   int status = guarded(e->last_error, [&] {
     EntryGuard guard(*e->impl);
     coll::Context& ctx = e->impl->context();
-    ctx.free(e->impl);  // completes its queued operations, closes it
+    guard.dismiss();
+    ctx.free(e->impl);  // completes its queued operations, closes it, destroys it
   });
   // A request of this communicator that is still allocated now names a
   // communicator that is gone: its handle stays valid and reports that.

@@ -102,7 +102,7 @@ class Communicator {
   std::atomic<bool>& in_use() { return in_use_; }
   // This communicator's reference on the context's list of communicators
   // with queued operations.
-  bool listed_pending = false;
+  std::atomic<bool> listed_pending{false};
 
  private:
   void begin(Operation& op);

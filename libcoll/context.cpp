@@ -333,10 +333,10 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
         if (op.complete) return true;
         comm.advance();
         if (op.complete) return true;
+        ++p.pass;
+        if (p.pass == 1 || (p.pass & 15) == 0) check_stalled(comm, p);
       }
       advance_others(&comm);
-      ++p.pass;
-      if (p.pass == 1 || (p.pass & 15) == 0) check_stalled(comm, p);
     } catch (const Error& e) {
       std::unique_lock<std::mutex> cl(comm.progress_mutex(), std::defer_lock);
       if (locking_) cl.lock();

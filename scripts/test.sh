@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build, run every test;
-# then the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer;
+# then the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer,
+# and the threads suite with ThreadSanitizer;
 # then the RDMA suite on Soft-RoCE inside a VM (tests/rdma). .ci/run calls
 # exactly this script.
 #   COLL_TEST_SKIP_SANITIZE=1  skip the sanitizer build
@@ -20,6 +21,16 @@ if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3
+fi
+
+if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
+  # Threads meet in the progress engine, the transport lock and the handle
+  # tables: the threads suite under ThreadSanitizer.
+  echo "== build and test (TSan: threads)"
+  ./scripts/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Dbench=false
+  TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
+    meson test -C build-tsan --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
+    --suite threads
 fi
 
 if [ "${COLL_TEST_SKIP_RDMA:-0}" != 1 ]; then
