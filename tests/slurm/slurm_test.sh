@@ -15,6 +15,7 @@ launch_check=$3
 mp_collectives=$4
 c_random=$5
 compare_test=${6:-}
+comm_test=${7:-}
 
 status=0
 "$slurm_local" available || status=$?
@@ -75,6 +76,10 @@ run --ranks 3 --expect '^\[  PASSED  \] [0-9]+ tests' \
   -- "${srun_pmix[@]}" -n 3 "$mp_collectives"
 run --ranks 3 --expect '^c_random rank 0 of 3: .* 0 errors$' \
   -- "${srun_pmix[@]}" -n 3 "$c_random"
+if [ -n "$comm_test" ]; then
+  run --ranks 3 --expect '^comm_test: all checks passed at np 3$' \
+    -- "${srun_pmix[@]}" -n 3 "$comm_test" 100
+fi
 if [ -n "$compare_test" ]; then
   # Open MPI launched directly by srun (its PMIx client, like libcoll's),
   # set up as mpirun sets it up in tests/ompi: the AVX op component left
