@@ -37,14 +37,15 @@ TIMEOUT=${RDMA_SUITE_TIMEOUT:-900}
 TRANSPORT_TEST=$BUILD/tests/rdma/rdma_transport_test
 COLLRUN=$BUILD/libcoll/launcher/collrun
 MP_COLLECTIVES=$BUILD/tests/mp/mp_collectives
+MP_COMM_TEST=$BUILD/tests/mp/mp_comm_test
 REGCACHE_MP=$BUILD/tests/regcache/regcache_mp
 [ -x "$TRANSPORT_TEST" ] || { echo "run-rdma-suite: $TRANSPORT_TEST not built (meson with -Drdma=enabled?)" >&2; exit 2; }
 
 rm -rf "$OUT"; mkdir -p "$OUT"
 GUEST=$OUT/guest-script.sh
 {
-  printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nREGCACHE_MP=%q\nLOGS=%q\n' \
-    "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$REGCACHE_MP" "$OUT"
+  printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nMP_COMM_TEST=%q\nREGCACHE_MP=%q\nLOGS=%q\n' \
+    "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$MP_COMM_TEST" "$REGCACHE_MP" "$OUT"
   if [ "${RDMA_SUITE_FULL:-0}" = 1 ]; then echo "MP_FILTER='*'"; else echo "MP_FILTER='-*Large*'"; fi
   cat <<'EOF'
 set -u
@@ -74,6 +75,14 @@ if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
   done
 else
   echo "RESULT collectives SKIPPED (collrun or mp_collectives not built)"
+fi
+
+if [ -x "$COLLRUN" ] && [ -x "$MP_COMM_TEST" ]; then
+  # Communicators (their windows registered with rdma_reg_write and traded
+  # over the parent), non-blocking and persistent collectives, on verbs.
+  step comm-np3 timeout 600 "$COLLRUN" -np 3 --timeout 540 \
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_SLOT_SIZE=4096 \
+    "$MP_COMM_TEST" 20
 fi
 
 if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
