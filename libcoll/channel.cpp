@@ -31,7 +31,7 @@ static_assert(sizeof(ExposeRecord) == 32);
 
 Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
                  std::vector<RemoteRegion> peer_windows, std::vector<int> group, int rank,
-                 RegistrationCache& cache, size_t zcopy_threshold)
+                 RegistrationCache& cache, size_t zcopy_threshold, uint64_t owner)
     : transport_(transport),
       layout_(layout),
       window_mr_(window_mr),
@@ -39,6 +39,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       group_(std::move(group)),
       cache_(cache),
       zcopy_threshold_(zcopy_threshold),
+      owner_(owner),
       rank_(rank),
       size_(int(group_.size())),
       window_(static_cast<char*>(window_mr->addr)),
@@ -310,7 +311,7 @@ const MemoryRegion* Channel::pin(const void* buf, size_t len) {
   // then exposes recvbuf): no second cache lookup.
   if (const MemoryRegion* mr = pinned(buf, len)) return mr;
   if (!pins_) fail(COLL_ERR_INTERNAL, "channel: pin outside an operation");
-  const MemoryRegion* mr = cache_.acquire(buf, len);
+  const MemoryRegion* mr = cache_.acquire(buf, len, owner_);
   pins_->push_back(mr);
   return mr;
 }

@@ -89,7 +89,7 @@ class Channel {
   // may go zero-copy (0: never). group[r]: the transport rank of rank r.
   Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
           std::vector<RemoteRegion> peer_windows, std::vector<int> group, int rank,
-          RegistrationCache& cache, size_t zcopy_threshold);
+          RegistrationCache& cache, size_t zcopy_threshold, uint64_t owner);
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
@@ -231,6 +231,7 @@ class Channel {
   std::vector<int> group_;
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
+  uint64_t owner_;  // the communicator's id, as the cache's owner of what we pin
   int rank_;
   int size_;
   char* window_;

@@ -38,11 +38,17 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
   Transport& t = ctx.transport();
   channel_ = std::make_unique<Channel>(
       t, layout, window_mr, std::move(peer_windows), std::move(group), rank, ctx.cache(),
-      ctx.config().zcopy_threshold.value_or(t.default_zcopy_threshold()));
+      ctx.config().zcopy_threshold.value_or(t.default_zcopy_threshold()), id);
 }
 
 Communicator::~Communicator() {
   channel_.reset();
+  // What only this communicator used goes now, not at finalize.
+  try {
+    ctx_.cache().release_owner(id_);
+  } catch (const Error&) {
+    // A failed deregistration: the transport frees the rest at teardown.
+  }
   Transport& t = ctx_.transport();
   // Dereg first (rdma_dereg_mr(3): before the memory goes; free_window
   // refuses a window that is still registered).
@@ -96,7 +102,7 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
     // Pinned once: coll_start performs no cache lookup and no registration.
     if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
       for (auto [buf, len] : info.buffers(op.args, size()))
-        if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len));
+        if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
     }
     op.held_pins = op.pins.size();
   }

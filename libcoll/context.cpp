@@ -156,7 +156,7 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
     std::memcpy(&peers[r], all[r].data(), sizeof(RemoteRegion));
     group[r] = int(r);
   }
-  world_ = std::make_unique<Communicator>(*this, 0, std::move(group), boot_->rank(), w.layout,
+  world_ = std::make_unique<Communicator>(*this, next_comm_id(), std::move(group), boot_->rank(), w.layout,
                                           w.memory, w.mr, std::move(peers));
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);

@@ -77,7 +77,14 @@ RegistrationCache::~RegistrationCache() {
   if (pagemap_fd_ >= 0) close(pagemap_fd_);
 }
 
-const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len) {
+namespace {
+void add_owner(std::vector<uint64_t>& owners, uint64_t owner) {
+  if (owner && std::find(owners.begin(), owners.end(), owner) == owners.end())
+    owners.push_back(owner);
+}
+}  // namespace
+
+const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len, uint64_t owner) {
   auto address = reinterpret_cast<uintptr_t>(addr);
   uintptr_t begin = address / page_size_ * page_size_;
   uintptr_t last = address + std::max<size_t>(len, 1) - 1;
@@ -89,6 +96,7 @@ const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len) {
       if (pages_unchanged(*found, begin, end)) {
         ++stats_.hits;
         if (found->refcount++ == 0) unlist_unused(found);
+        add_owner(found->owners, owner);
         return found->mr;
       }
       // Same addresses, other memory: the application freed the buffer.
@@ -100,7 +108,24 @@ const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len) {
   ++stats_.misses;
   Region* region = register_range(begin, end);
   region->refcount = 1;
+  add_owner(region->owners, owner);
   return region->mr;
+}
+
+void RegistrationCache::release_owner(uint64_t owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Region*> orphaned;
+  for (auto& [mr, region] : regions_) {
+    auto& o = region->owners;
+    auto it = std::find(o.begin(), o.end(), owner);
+    if (it == o.end()) continue;
+    o.erase(it);
+    if (o.empty() && region->refcount == 0) orphaned.push_back(region.get());
+  }
+  for (Region* region : orphaned) {
+    uncache(region);
+    deregister(region);
+  }
 }
 
 void RegistrationCache::release(const MemoryRegion* mr) {

@@ -99,8 +99,15 @@ class RegistrationCache {
   RegistrationCache& operator=(const RegistrationCache&) = delete;
 
   // A registered range containing [addr, addr + len) (len 0 counts as 1),
-  // referenced until release(). Throws coll::Error.
-  const MemoryRegion* acquire(const void* addr, size_t len);
+  // referenced until release(). owner (a communicator id, 0: none) is
+  // remembered as a user of the range, for release_owner(). Throws
+  // coll::Error.
+  const MemoryRegion* acquire(const void* addr, size_t len, uint64_t owner = 0);
+  // The owner (a communicator being freed) is gone: it no longer counts as
+  // a user of any range, and every unused range that no other owner has
+  // used is deregistered now. Ranges still referenced stay (a persistent
+  // request of another communicator, say).
+  void release_owner(uint64_t owner);
   // Drops one reference. Throws Error(COLL_ERR_INVALID_ARG) for a region this
   // cache did not hand out.
   void release(const MemoryRegion* mr);
@@ -131,6 +138,7 @@ class RegistrationCache {
     bool cached = false;                // findable by acquire(): in by_begin_
     std::vector<uint64_t> page_frames;  // kPageFrames: one per page
     bool listed_unused = false;         // in unused_, at lru_position
+    std::vector<uint64_t> owners;       // communicators that acquired it
     std::list<Region*>::iterator lru_position;
     size_t bytes() const { return end - begin; }
   };

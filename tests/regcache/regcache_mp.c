@@ -142,6 +142,50 @@ static void test_explicit_invalidate(void) {
   free(x);
 }
 
+/* The cache is the process's, shared by every communicator: a buffer
+ * registered through a dup is a hit on the world, and freeing the dup
+ * deregisters what only the dup used, but not what the world used too. */
+static void test_communicator_free(void) {
+  const size_t n = (2u << 20) / sizeof(int32_t);
+  int32_t *shared = malloc(n * sizeof *shared), *own = malloc(n * sizeof *own);
+  CHECK(shared && own, "malloc");
+  coll_comm_t dup;
+  call(coll_comm_dup(coll_comm_world(), &dup), "dup");
+  fill(shared, n, 1);
+  call(coll_allreduce(COLL_IN_PLACE, shared, n, COLL_INT32, COLL_SUM, coll_comm_world()), "world");
+  check_sum(shared, n, 1);
+  coll_regcache_stats_t a = stats();
+  fill(shared, n, 2);
+  call(coll_allreduce(COLL_IN_PLACE, shared, n, COLL_INT32, COLL_SUM, dup), "dup, shared buffer");
+  check_sum(shared, n, 2);
+  fill(own, n, 3);
+  call(coll_allreduce(COLL_IN_PLACE, own, n, COLL_INT32, COLL_SUM, dup), "dup, own buffer");
+  check_sum(own, n, 3);
+  coll_regcache_stats_t b = stats();
+  call(coll_comm_free(&dup), "free");
+  coll_regcache_stats_t c = stats();
+  if (size > 1) {
+    CHECK(b.hits > a.hits, "the world's registration was not a hit on the dup");
+    CHECK(b.registrations - a.registrations == 1, "%llu registrations on the dup",
+          (unsigned long long)(b.registrations - a.registrations));
+    CHECK(c.deregistrations - b.deregistrations == 1,
+          "freeing the dup deregistered %llu ranges (its own buffer only: 1)",
+          (unsigned long long)(c.deregistrations - b.deregistrations));
+  }
+  /* The world still finds the shared one. */
+  fill(shared, n, 4);
+  call(coll_allreduce(COLL_IN_PLACE, shared, n, COLL_INT32, COLL_SUM, coll_comm_world()), "world");
+  check_sum(shared, n, 4);
+  coll_regcache_stats_t d = stats();
+  if (size > 1) CHECK(d.registrations == c.registrations, "shared buffer registered again");
+  if (rank == 0)
+    printf("communicator free: dup's own buffer deregistered (%llu), the shared one kept\n",
+           (unsigned long long)(c.deregistrations - b.deregistrations));
+  call(coll_mem_invalidate(shared, n * sizeof *shared), "invalidate");
+  free(shared);
+  free(own);
+}
+
 int main(int argc, char **argv) {
   if (coll_init(&argc, &argv) != COLL_SUCCESS) {
     fprintf(stderr, "coll_init: %s\n", coll_comm_last_error(NULL));
@@ -154,6 +198,7 @@ int main(int argc, char **argv) {
   test_stale(1);
   test_stale(0);
   test_explicit_invalidate();
+  test_communicator_free();
   coll_regcache_stats_t s = stats();
   if (rank == 0)
     printf("regcache: hits %llu misses %llu registrations %llu deregistrations %llu evictions %llu "
