@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <numeric>
 
 #include "context.hpp"
 #include "error.hpp"
@@ -187,13 +186,11 @@ bool Communicator::advance() {
   return progressed;
 }
 
-void Communicator::finish(Operation& op) {
-  head_ = op.next;
-  if (!head_) tail_ = nullptr;
+// The activation is over: its task goes, its own pins are released (a
+// persistent operation keeps those of its init), and it is complete.
+void Communicator::end_activation(Operation& op) {
   op.next = nullptr;
-  std::exception_ptr error = op.task.error();
   op.task = Task();
-  channel_->use_pins(nullptr);
   for (size_t i = op.held_pins; i < op.pins.size(); ++i) {
     try {
       ctx_.cache().release(op.pins[i]);
@@ -204,6 +201,14 @@ void Communicator::finish(Operation& op) {
   op.pins.resize(op.held_pins);
   op.active = false;
   op.complete = true;
+}
+
+void Communicator::finish(Operation& op) {
+  head_ = op.next;
+  if (!head_) tail_ = nullptr;
+  std::exception_ptr error = op.task.error();
+  channel_->use_pins(nullptr);
+  end_activation(op);
   if (error) {
     try {
       std::rethrow_exception(error);
@@ -229,17 +234,7 @@ void Communicator::fail(int status, const std::string& message) {
   }
   while (Operation* op = head_) {
     head_ = op->next;
-    op->next = nullptr;
-    op->task = Task();
-    for (size_t i = op->held_pins; i < op->pins.size(); ++i) {
-      try {
-        ctx_.cache().release(op->pins[i]);
-      } catch (const Error&) {
-      }
-    }
-    op->pins.resize(op->held_pins);
-    op->active = false;
-    op->complete = true;
+    end_activation(*op);
     op->status = status;
     op->message = message;
   }
@@ -264,20 +259,23 @@ Task Communicator::split_body(Channel& ch, int color, int key,
   // Colors and keys, then windows: two allgathers over the parent. Every
   // rank takes part in both, COLL_UNDEFINED ones too (they send an empty
   // window).
+  auto trade = [&](const void* mine, void* all, size_t bytes) -> Task {
+    Args a;
+    a.sendbuf = mine;
+    a.recvbuf = all;
+    a.count = bytes;
+    a.datatype = COLL_UINT8;
+    collective_info(Coll::kAllgather).check(a, n, me);
+    ch.pin(mine, bytes);  // sources of writes on RDMA
+    ch.pin(all, bytes * size_t(n));
+    co_await ring_allgather(ch, a);
+  };
   struct Entry {
     int32_t color, key;
   };
   std::vector<Entry> entries(static_cast<size_t>(n));
   const Entry mine{color, key};
-  Args a;
-  a.sendbuf = &mine;
-  a.recvbuf = entries.data();
-  a.count = sizeof(Entry);
-  a.datatype = COLL_UINT8;
-  collective_info(Coll::kAllgather).check(a, n, me);
-  ch.pin(&mine, sizeof mine);
-  ch.pin(entries.data(), entries.size() * sizeof(Entry));
-  co_await ring_allgather(ch, a);
+  co_await trade(&mine, entries.data(), sizeof mine);
 
   std::vector<int> members;  // parent ranks, in the new order
   if (color != COLL_UNDEFINED) {
@@ -297,16 +295,8 @@ Task Communicator::split_body(Channel& ch, int color, int key,
     pub = {reinterpret_cast<uintptr_t>(w.mr->addr), w.mr->length, w.mr->rkey};
   }
   std::vector<Published> all(static_cast<size_t>(n));
-  Args b;
-  b.sendbuf = &pub;
-  b.recvbuf = all.data();
-  b.count = sizeof(Published);
-  b.datatype = COLL_UINT8;
-  collective_info(Coll::kAllgather).check(b, n, me);
   try {
-    ch.pin(&pub, sizeof pub);
-    ch.pin(all.data(), all.size() * sizeof(Published));
-    co_await ring_allgather(ch, b);
+    co_await trade(&pub, all.data(), sizeof pub);
   } catch (...) {
     if (w.mr) ctx_.transport().dereg(w.mr);
     if (w.memory) ctx_.transport().free_window(w.memory, w.bytes);

@@ -107,6 +107,7 @@ class Communicator {
  private:
   void begin(Operation& op);
   void finish(Operation& op);
+  void end_activation(Operation& op);
   Task run(Operation& op);
 
   Context& ctx_;

@@ -177,38 +177,31 @@ class Comm {
 
   Request iallreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
                      coll_op_t op) const {
-    coll_request_t r = COLL_REQUEST_NULL;
-    check(coll_iallreduce(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
-    return Request(r, comm_);
+    return request(coll_iallreduce, sendbuf, recvbuf, count, type, op, comm_);
   }
   Request ibcast(void* buf, size_t count, coll_datatype_t type, int root) const {
-    coll_request_t r = COLL_REQUEST_NULL;
-    check(coll_ibcast(buf, count, type, root, comm_, &r), comm_);
-    return Request(r, comm_);
+    return request(coll_ibcast, buf, count, type, root, comm_);
   }
-  Request ibarrier() const {
-    coll_request_t r = COLL_REQUEST_NULL;
-    check(coll_ibarrier(comm_, &r), comm_);
-    return Request(r, comm_);
-  }
+  Request ibarrier() const { return request(coll_ibarrier, comm_); }
   Request allreduce_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
                          coll_op_t op) const {
-    coll_request_t r = COLL_REQUEST_NULL;
-    check(coll_allreduce_init(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
-    return Request(r, comm_);
+    return request(coll_allreduce_init, sendbuf, recvbuf, count, type, op, comm_);
   }
   Request bcast_init(void* buf, size_t count, coll_datatype_t type, int root) const {
-    coll_request_t r = COLL_REQUEST_NULL;
-    check(coll_bcast_init(buf, count, type, root, comm_, &r), comm_);
-    return Request(r, comm_);
+    return request(coll_bcast_init, buf, count, type, root, comm_);
   }
-  Request barrier_init() const {
+  Request barrier_init() const { return request(coll_barrier_init, comm_); }
+
+ private:
+  // Calls a coll_i* or coll_*_init function, whose last argument is the
+  // request it makes.
+  template <class Fn, class... A>
+  Request request(Fn fn, A... args) const {
     coll_request_t r = COLL_REQUEST_NULL;
-    check(coll_barrier_init(comm_, &r), comm_);
+    check(fn(args..., &r), comm_);
     return Request(r, comm_);
   }
 
- private:
   coll_comm_t comm_;
   bool owned_ = false;
 };
