@@ -490,6 +490,7 @@ int coll_start(coll_request_t request) {
   if (!op.persistent)
     return bad_handle("coll_start: not a persistent request (made by coll_*_init)");
   if (op.active) return bad_handle("coll_start: the request is active (wait for it first)");
+  if (!op.comm) return bad_handle("coll_start: the request's communicator has been freed");
   return on_comm(r->comm, [&](CommEntry&, coll::Communicator& c) {
     EntryGuard guard(c);
     std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
@@ -508,7 +509,7 @@ int coll_request_free(coll_request_t* request) {
   int status = COLL_SUCCESS;
   // An active request is completed first: its buffers are in use.
   if (op.active) status = guarded(r->last_error, [&] { op.comm->context().wait(op); });
-  if (op.persistent && g_comms.get(r->comm)) op.comm->release_pins(op);
+  if (op.persistent && op.comm) op.comm->release_pins(op);
   g_requests.remove(*request);
   *request = COLL_REQUEST_NULL;
   return status;

@@ -41,6 +41,10 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
 }
 
 Communicator::~Communicator() {
+  for (Operation* op : std::vector<Operation*>(persistent_ops_)) {
+    release_pins(*op);
+    op->comm = nullptr;
+  }
   channel_.reset();
   // What only this communicator used goes now, not at finalize.
   try {
@@ -104,6 +108,7 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
         if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
     }
     op.held_pins = op.pins.size();
+    persistent_ops_.push_back(&op);
   }
   return true;
 }
@@ -243,6 +248,8 @@ void Communicator::fail(int status, const std::string& message) {
 }
 
 void Communicator::release_pins(Operation& op) {
+  persistent_ops_.erase(std::remove(persistent_ops_.begin(), persistent_ops_.end(), &op),
+                        persistent_ops_.end());
   for (const MemoryRegion* mr : op.pins) {
     try {
       ctx_.cache().release(mr);

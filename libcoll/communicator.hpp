@@ -87,7 +87,8 @@ class Communicator {
   // the communicator is failed (sticky).
   void fail(int status, const std::string& message);
   int failed_status() const { return failed_status_; }
-  // Drops the pins of a persistent operation (coll_request_free).
+  // Drops the pins of a persistent operation (coll_request_free); the
+  // communicator forgets it.
   void release_pins(Operation& op);
 
   // Communicator constructors: bodies for make_internal on the parent.
@@ -123,6 +124,10 @@ class Communicator {
   std::mutex progress_mutex_;
   std::atomic<bool> in_use_{false};
   Operation blocking_op_;
+  // Persistent operations made on this communicator and not yet freed: when
+  // the communicator goes first, their pins are released and their comm
+  // cleared (a later coll_start on them is an error).
+  std::vector<Operation*> persistent_ops_;
 };
 
 }  // namespace coll

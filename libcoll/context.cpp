@@ -192,7 +192,11 @@ void Context::finalize() noexcept {
     if (c->failed_status()) continue;
     try {
       auto op = c->make_internal("finalize", [](Channel& ch) { return ch.quiesce(); });
-      c->start(*op);
+      {
+        std::unique_lock<std::mutex> l(c->progress_mutex(), std::defer_lock);
+        if (locking_) l.lock();
+        c->start(*op);
+      }
       wait(*op);
       if (op->status) all_ok = false;
     } catch (const Error&) {
@@ -228,7 +232,11 @@ bool Context::owns(const Communicator* comm) const {
 void Context::free(Communicator* comm) {
   if (!comm->failed_status()) {
     auto op = comm->make_internal("free", [](Channel& ch) { return ch.close(); });
-    comm->start(*op);
+    {
+      std::unique_lock<std::mutex> l(comm->progress_mutex(), std::defer_lock);
+      if (locking_) l.lock();
+      comm->start(*op);
+    }
     wait(*op);
   }
   std::unique_ptr<Communicator> gone;

@@ -266,6 +266,14 @@ int main(int argc, char **argv) {
     FAILS(COLL_ERR_INVALID_ARG, coll_comm_free(&gone_copy));
     CHECK(coll_comm_transport_name(gone_copy)[0] == '\0', "stale handle has a transport name");
     FAILS(COLL_ERR_INVALID_ARG, coll_barrier((coll_comm_t)(uintptr_t)0x12345678));
+    /* A persistent request that outlives its communicator. */
+    coll_comm_t shortlived;
+    coll_request_t orphan;
+    OK(coll_comm_dup(world, &shortlived));
+    OK(coll_allreduce_init(COLL_IN_PLACE, &z, 1, COLL_INT32, COLL_SUM, shortlived, &orphan));
+    OK(coll_comm_free(&shortlived));
+    FAILS(COLL_ERR_INVALID_ARG, coll_start(orphan));
+    OK(coll_request_free(&orphan));
   }
 
   /* 40 communicators alive at once (every rank count: some splits), each
