@@ -141,8 +141,10 @@ void Communicator::start(Operation& op) {
   else
     head_ = &op;
   tail_ = &op;
-  ctx_.note_pending(this);
   advance();
+  // Still queued: waiters on other communicators must advance it too. (A
+  // call that completed at once - most blocking ones - never gets here.)
+  if (head_) ctx_.note_pending(this);
 }
 
 // The activation's task: the body, then a flush, so that the operation ends
