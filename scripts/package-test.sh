@@ -20,7 +20,6 @@
 #                                  the packages installed
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
 build=${1:-build}
 ranks=3
 packages=(libcoll0 libcoll-dev collrun)
@@ -194,11 +193,11 @@ say "dpkg-buildpackage -us -uc -b: $((SECONDS - start)) s"
 changes=$(ls "$work"/src/libcoll_"$changelog_version"_*.changes)
 debs=()
 for package in "${packages[@]}"; do
-  deb=$(ls "$work"/src/"${package}_${changelog_version}"_*.deb 2> /dev/null || true)
+  deb=$(ls "$work/src/${package}_${changelog_version}"_*.deb 2> /dev/null || true)
   [ -n "$deb" ] || die "dpkg-buildpackage made no $package package"
   debs+=("$deb")
 done
-say "built: $(cd "$work/src" && ls ./*.deb | tr '\n' ' ')"
+say "built: $(cd "$work/src" && echo ./*.deb)"
 
 start=$SECONDS
 lintian --fail-on error --tag-display-limit 0 "$changes" > "$work/lintian.log" 2>&1 || {
