@@ -184,7 +184,10 @@ std::vector<T> reduce_ranks(coll_op_t op, const std::vector<std::vector<T>>& inp
 }
 
 TEST_P(ValueCheckTest, AllreduceResultPassesAndCorruptionFails) {
-  const auto [datatype, ranks] = GetParam();
+  // Named variables, not a structured binding: the lambdas below capture
+  // them, which clang 14 does not allow for bindings (C++20 does).
+  const coll_datatype_t datatype = std::get<0>(GetParam());
+  const int ranks = std::get<1>(GetParam());
   visit_datatype(datatype, [&]<typename T>(TypeTag<T>) {
     for (int op = 0; op < COLL_OP_COUNT; ++op) {
       const Workload workload{datatype, static_cast<coll_op_t>(op), 0};

@@ -5,6 +5,9 @@ set -euo pipefail
 
 PKGS=(
   meson ninja-build g++ pkg-config
+  clang                                              # the clang build (scripts/test.sh)
+  cmake build-essential dpkg-dev debhelper lintian   # scripts/package-test.sh
+  man-db groff-base                                  # man, groff: man/check-man.sh
   libgtest-dev libgmock-dev
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libhwloc-dev libpmix-dev libpmix2 openmpi-bin libopenmpi-dev

@@ -1,18 +1,47 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build, run every test;
-# then the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer,
-# and the threads suite with ThreadSanitizer;
-# then the RDMA suite on Soft-RoCE inside a VM (tests/rdma). .ci/run calls
-# exactly this script.
+# then libcoll installed (meson install --destdir, and the Debian packages
+# installed into the system and removed again: scripts/package-test.sh);
+# then the library, the tests and the benchmark built with clang and the
+# fast suites run; then the same suite built with AddressSanitizer +
+# UndefinedBehaviorSanitizer, and the threads suite with ThreadSanitizer;
+# then the RDMA suite on Soft-RoCE inside a VM
+# (tests/rdma). Every build here has -Dwerror=true (scripts/build.sh).
+# .ci/run calls exactly this script.
+#   COLL_TEST_SKIP_PACKAGE=1   skip the install and package checks
+#   COLL_TEST_SKIP_CLANG=1     skip the clang build
 #   COLL_TEST_SKIP_SANITIZE=1  skip the sanitizer build
 #   COLL_TEST_SKIP_RDMA=1      skip the RDMA VM suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 
+stage_start=$SECONDS
+stage_done() { echo "== $1: $((SECONDS - stage_start)) s"; stage_start=$SECONDS; }
+
 echo "== build and test (plain)"
 ./scripts/build.sh build
 meson test -C build --print-errorlogs --num-processes 1
+stage_done "plain"
+
+if [ "${COLL_TEST_SKIP_PACKAGE:-0}" != 1 ]; then
+  echo "== install: meson install --destdir, Debian packages"
+  ./scripts/package-test.sh build
+  stage_done "install"
+fi
+
+if [ "${COLL_TEST_SKIP_CLANG:-0}" != 1 ]; then
+  # Everything builds with clang, warning-free; the suites that exercise
+  # the compiled code run (unit, launcher, mp, regcache, tcp, install);
+  # those that test the launchers around it (ompi, slurm, hosts, bench,
+  # rdma) run in the plain build only.
+  echo "== build and test (clang)"
+  CC=clang CXX=clang++ ./scripts/build.sh build-clang
+  meson test -C build-clang --print-errorlogs --num-processes 1 \
+    --no-suite ompi --no-suite slurm --no-suite hosts --no-suite bench --no-suite bench-mpi \
+    --no-suite rdma
+  stage_done "clang"
+fi
 
 if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== build and test (ASan + UBSan)"
@@ -21,6 +50,7 @@ if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3
+  stage_done "sanitize"
 fi
 
 if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
@@ -31,10 +61,12 @@ if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
   TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
     meson test -C build-tsan --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
     --suite threads
+  stage_done "tsan"
 fi
 
 if [ "${COLL_TEST_SKIP_RDMA:-0}" != 1 ]; then
   echo "== RDMA suite (Soft-RoCE in a VM)"
   tests/rdma/run-rdma-suite.sh build
+  stage_done "rdma"
 fi
 echo "== all tests passed"

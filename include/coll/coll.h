@@ -14,12 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coll_version.h" /* COLL_VERSION_MAJOR, _MINOR, _PATCH, _STRING */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define COLL_VERSION_MAJOR 0
-#define COLL_VERSION_MINOR 1
 
 /* Status codes. */
 enum {

@@ -104,7 +104,9 @@ std::string describe_cpu_set(const cpu_set_t& set) {
     while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
     if (!text.empty()) text += ',';
     text += std::to_string(cpu);
-    if (last > cpu) text += "-" + std::to_string(last);
+    // append(), not "-" + std::to_string(): GCC 12 at -O3 warns
+    // (-Wrestrict, a false positive) inside that operator+.
+    if (last > cpu) text.append("-").append(std::to_string(last));
     cpu = last;
   }
   return text;

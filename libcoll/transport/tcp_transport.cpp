@@ -462,8 +462,12 @@ class TcpTransport final : public Transport {
       if (Clock::now() > deadline) {
         std::string ranks;
         for (int q = 0; q < rank_; ++q)
-          if (peers_[size_t(q)].reach && !peers_[size_t(q)].fd)
-            ranks += (ranks.empty() ? "" : " ") + std::to_string(q);
+          if (peers_[size_t(q)].reach && !peers_[size_t(q)].fd) {
+            // append(), not "x" + std::to_string(): GCC 12 at -O3 warns
+            // (-Wrestrict, a false positive) inside that operator+.
+            if (!ranks.empty()) ranks += ' ';
+            ranks.append(std::to_string(q));
+          }
         fail(COLL_ERR_TIMEOUT,
              "tcp transport: rank %d waited %.0f s for connections from rank(s) %s on port %u "
              "(firewall? COLL_TCP_IFACE / COLL_TCP_ADDR)%s%s",

@@ -314,7 +314,11 @@ TEST_F(CollrunClient, MalformedResultsAreRejected) {
          return f;
        }()},
   };
-  for (auto& [what, frame] : cases) {
+  for (auto& what_frame : cases) {
+    // Named variables, not a structured binding: the lambda below captures
+    // frame, which clang 14 does not allow for bindings (C++20 does).
+    const std::string& what = what_frame.first;
+    const std::string& frame = what_frame.second;
     SCOPED_TRACE(what);
     FakeCollrun fake([&frame](int fd) {
       welcome(fd);

@@ -32,7 +32,9 @@ std::string describe(const std::vector<HostSlots>& hosts) {
   std::string text;
   for (const HostSlots& h : hosts) {
     text += h.name + ":" + std::to_string(h.slots);
-    if (h.max_slots) text += "/" + std::to_string(*h.max_slots);
+    // append(), not "/" + std::to_string(): GCC 12 at -O3 warns
+    // (-Wrestrict, a false positive) inside that operator+.
+    if (h.max_slots) text.append("/").append(std::to_string(*h.max_slots));
     text += " ";
   }
   return text;

@@ -293,7 +293,11 @@ std::vector<AllreduceCase> allreduce_cases(const Ops& ops, const Counts& counts)
 class Allreduce : public testing::TestWithParam<AllreduceCase> {};
 
 TEST_P(Allreduce, MatchesOpenMpi) {
-  auto [type, op, count] = GetParam();
+  // Named variables, not a structured binding: the lambda captures them,
+  // which clang 14 does not allow for bindings (C++20 does).
+  const coll_datatype_t type = std::get<0>(GetParam());
+  const coll_op_t op = std::get<1>(GetParam());
+  const size_t count = std::get<2>(GetParam());
   visit_datatype(type, [&](auto tag) {
     compare_allreduce<typename decltype(tag)::type>(type, op, count, false);
   });
@@ -305,7 +309,11 @@ INSTANTIATE_TEST_SUITE_P(AllTypesOpsCounts, Allreduce,
 class AllreduceInPlace : public testing::TestWithParam<AllreduceCase> {};
 
 TEST_P(AllreduceInPlace, MatchesOpenMpi) {
-  auto [type, op, count] = GetParam();
+  // Named variables, not a structured binding: the lambda captures them,
+  // which clang 14 does not allow for bindings (C++20 does).
+  const coll_datatype_t type = std::get<0>(GetParam());
+  const coll_op_t op = std::get<1>(GetParam());
+  const size_t count = std::get<2>(GetParam());
   visit_datatype(type, [&](auto tag) {
     compare_allreduce<typename decltype(tag)::type>(type, op, count, true);
   });
@@ -344,7 +352,10 @@ std::string bcast_case_name(const testing::TestParamInfo<BcastCase>& info) {
 class Bcast : public testing::TestWithParam<BcastCase> {};
 
 TEST_P(Bcast, MatchesOpenMpi) {
-  auto [type, count, root] = GetParam();
+  // Named variables (see Allreduce above).
+  const coll_datatype_t type = std::get<0>(GetParam());
+  const size_t count = std::get<1>(GetParam());
+  const RootAt root = std::get<2>(GetParam());
   visit_datatype(type, [&](auto tag) {
     compare_bcast<typename decltype(tag)::type>(type, count, resolve(root));
   });
