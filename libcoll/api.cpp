@@ -399,6 +399,8 @@ int coll_comm_free(coll_comm_t* comm) {
   return status;
 }
 
+}  // extern "C"
+
 namespace {
 
 coll::Args allreduce_args(const void* sendbuf, void* recvbuf, size_t count,
@@ -422,6 +424,8 @@ coll::Args bcast_args(void* buf, size_t count, coll_datatype_t datatype, int roo
 }
 
 }  // namespace
+
+extern "C" {
 
 int coll_allreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
                    coll_op_t op, coll_comm_t comm) {
