@@ -56,6 +56,11 @@ Communicator::~Communicator() {
   // Dereg first (rdma_dereg_mr(3): before the memory goes; free_window
   // refuses a window that is still registered).
   if (window_.mr) t.dereg(window_.mr);
+  // A failed communicator skipped its closing handshake: a peer that is
+  // still alive may be copying into the window right now (shm checks the
+  // rkey, then copies), so its memory is not reused; the transport frees it
+  // at teardown.
+  if (failed_status_) return;
   try {
     if (window_.memory) t.free_window(window_.memory, window_.bytes);
   } catch (const Error&) {
@@ -91,16 +96,17 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
   op.info = &info;
   op.persistent = persistent;
   op.complete = true;
-  Operation* o = &op;
   if (trivial) {
     // A persistent call that moves nothing still starts and completes.
+    Operation* o = &op;
+    op.algorithm = nullptr;
     op.body = [o](Channel&) -> Task {
       if (!o->info->empty(o->args)) o->info->local(o->args);
       co_return;
     };
     return true;
   }
-  op.body = [algo, o](Channel& ch) { return algo->run(ch, o->args); };
+  op.algorithm = algo;
   if (persistent) {
     // Pinned once: coll_start performs no cache lookup and no registration.
     if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
@@ -150,7 +156,10 @@ void Communicator::start(Operation& op) {
 // The activation's task: the body, then a flush, so that the operation ends
 // only when its writes have completed (its sources may then change).
 Task Communicator::run(Operation& op) {
-  co_await op.body(*channel_);
+  if (op.algorithm)
+    co_await op.algorithm->run(*channel_, op.args);
+  else
+    co_await op.body(*channel_);
   co_await channel_->flush();
 }
 

@@ -89,6 +89,7 @@ using Clock = std::chrono::steady_clock;
 // outnumber cores: the peer we wait for may need our core), then yield the
 // CPU, then nap when the wait is long; the clock is read every 16th pass.
 struct Context::Pacing {
+  bool started = false;  // the clock fields are set
   uint64_t pass = 0;
   uint64_t epoch = ~uint64_t(0);
   Clock::time_point last_progress;
@@ -309,6 +310,11 @@ void Context::advance_others(Communicator* except) {
 // dead, or when the transport reports an error.
 void Context::check_stalled(Communicator& comm, Pacing& p) {
   const auto now = Clock::now();
+  if (!p.started) {
+    p.started = true;
+    p.last_progress = now;
+    p.next_peer_check = now + std::chrono::milliseconds(10);
+  }
   if (comm.progress_epoch() != p.epoch) {
     p.epoch = comm.progress_epoch();
     p.last_progress = now;
@@ -341,8 +347,10 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
         if (op.complete) return true;
         comm.advance();
         if (op.complete) return true;
-        ++p.pass;
-        if (p.pass == 1 || (p.pass & 15) == 0) check_stalled(comm, p);
+        // The clock is read every 16th pass only: most waits of a small
+        // collective end within a few passes, and a clock read costs about
+        // as much as a whole pass.
+        if ((++p.pass & 15) == 0) check_stalled(comm, p);
       }
       advance_others(&comm);
     } catch (const Error& e) {
@@ -354,7 +362,7 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
     if (once) return op.complete;
     if (p.pass < spin_polls_) {
       cpu_relax();
-    } else if ((p.pass & 15) != 0 ||
+    } else if ((p.pass & 15) != 0 || !p.started ||
                std::chrono::duration<double>(Clock::now() - p.last_progress).count() <= 0.5) {
       sched_yield();
     } else {
@@ -366,9 +374,7 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
 
 void Context::wait(Operation& op) {
   if (op.complete) return;
-  Pacing p;
-  p.last_progress = Clock::now();
-  p.next_peer_check = p.last_progress + std::chrono::milliseconds(10);
+  Pacing p;  // its clock starts at the first check (check_stalled)
   drive(op, p, false);
 }
 
@@ -380,8 +386,6 @@ bool Context::test(Operation& op) {
   thread_local const Operation* last = nullptr;
   if (last != &op) {
     p = Pacing();
-    p.last_progress = Clock::now();
-    p.next_peer_check = p.last_progress + std::chrono::milliseconds(10);
     last = &op;
   }
   p.pass = 15;  // every test reads the clock

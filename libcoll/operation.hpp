@@ -25,8 +25,9 @@ struct Operation {
   Communicator* comm = nullptr;
   const char* collective = "";  // for messages
   const CollectiveInfo* info = nullptr;  // nullptr for an internal operation
-  // Makes the task of one activation (an algorithm on args, or an internal
-  // body such as a communicator constructor's exchange).
+  // What one activation runs: the algorithm on args, or (algorithm null)
+  // an internal body such as a communicator constructor's exchange.
+  const Algorithm* algorithm = nullptr;
   std::function<Task(Channel&)> body;
   Args args;
 
