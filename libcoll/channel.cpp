@@ -1,8 +1,5 @@
 #include "channel.hpp"
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -12,14 +9,6 @@
 
 namespace coll {
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // Contexts of signaled writes: completions are only counted.
 constexpr uint64_t kCountedContext = 1;
@@ -46,7 +35,8 @@ static_assert(sizeof(ExposeRecord) == 32);
 
 Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
                  std::vector<RemoteRegion> peer_windows, double timeout_s,
-                 RegistrationCache& cache, size_t zcopy_threshold, uint64_t spin_polls)
+                 RegistrationCache& cache, size_t zcopy_threshold,
+                 const WaitPolicyParams& wait)
     : transport_(transport),
       layout_(layout),
       window_mr_(window_mr),
@@ -54,7 +44,8 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       timeout_s_(timeout_s),
       cache_(cache),
       zcopy_threshold_(zcopy_threshold),
-      spin_polls_(spin_polls),
+      placement_(transport),
+      wait_(wait, transport.shares_cpu_placement() ? &placement_ : nullptr),
       rank_(transport.rank()),
       size_(transport.size()),
       window_(static_cast<char*>(window_mr->addr)),
@@ -77,26 +68,24 @@ const volatile uint64_t* Channel::local_word(size_t offset) const {
   return reinterpret_cast<const volatile uint64_t*>(window_ + offset);
 }
 
-// Spins briefly (not at all when ranks outnumber cores: the peer we wait
-// for may need our core), then yields the CPU, then naps when the wait is
-// long.
+// Between failed polls the wait policy spins, yields the CPU or naps
+// (wait_policy.hpp says when, and why: a yield beside a busy process can
+// cost a scheduler tick).
 // Every wait ends: at the timeout, when the peer is found dead, or when the
 // transport reports an error.
 template <class Ready>
 void Channel::wait_until(int peer, const char* what, Ready ready) {
+  wait_.enter();
   if (ready()) return;
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto next_peer_check = start + std::chrono::milliseconds(10);
+  wait_.begin(start);
   for (uint64_t i = 1;; ++i) {
     progress();
     if (ready()) return;
-    if (i < spin_polls_) {
-      cpu_relax();
-      continue;
-    }
     if ((i & 15) != 0) {
-      sched_yield();
+      wait_.idle();
       continue;
     }
     const auto now = Clock::now();
@@ -110,12 +99,8 @@ void Channel::wait_until(int peer, const char* what, Ready ready) {
       transport_.check_peer(peer);
       next_peer_check = now + std::chrono::milliseconds(10);
     }
-    if (waited > 0.5) {
-      struct timespec nap = {0, 50 * 1000};
-      nanosleep(&nap, nullptr);
-    } else {
-      sched_yield();
-    }
+    wait_.observe(now);
+    wait_.idle();
   }
 }
 

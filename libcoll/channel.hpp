@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "transport/transport.hpp"
+#include "wait_policy.hpp"
 
 namespace coll {
 
@@ -75,11 +76,11 @@ class Channel {
  public:
   // cache registers user memory (pin) on transports that need it and for
   // zero-copy targets. zcopy_threshold: calls of at least that many bytes
-  // may go zero-copy (0: never). spin_polls: polls of a wait before it
-  // starts yielding the CPU.
+  // may go zero-copy (0: never). wait: how waits spin, yield and nap
+  // (wait_policy.hpp).
   Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
           std::vector<RemoteRegion> peer_windows, double timeout_s, RegistrationCache& cache,
-          size_t zcopy_threshold, uint64_t spin_polls);
+          size_t zcopy_threshold, const WaitPolicyParams& wait);
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
@@ -161,7 +162,8 @@ class Channel {
   double timeout_s_;
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
-  uint64_t spin_polls_;
+  TransportPlacement placement_;  // used only if transport_.shares_cpu_placement()
+  WaitPolicy wait_;
   int rank_;
   int size_;
   char* window_;

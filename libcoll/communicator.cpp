@@ -71,12 +71,14 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
       [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
   // Ranks that outnumber the cores of their host must not spin: the peer a
-  // rank waits for may need its core.
+  // rank waits for may need its core (wait_policy.hpp).
   const bool oversubscribed = host.local_ranks > host.local_cpus;
-  const uint64_t spin = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
+  WaitPolicyParams wait;
+  wait.oversubscribed = oversubscribed;
+  wait.spin_polls = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
   channel_ = std::make_unique<Channel>(
       *transport_, layout, window_mr_, std::move(peers), config_.timeout_s, *cache_,
-      config_.zcopy_threshold.value_or(transport_->default_zcopy_threshold()), spin);
+      config_.zcopy_threshold.value_or(transport_->default_zcopy_threshold()), wait);
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);
   if (config_.debug)

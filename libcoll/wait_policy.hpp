@@ -1,0 +1,106 @@
+// What a waiting rank does between two failed polls: spin, yield the CPU,
+// or nap; and the timing state of the wait that decides it. Channel's wait
+// loop (channel.cpp) owns one WaitPolicy and calls it once per failed poll;
+// the loop keeps its own timeout and peer checks.
+//
+// Why it spins and yields so rarely (measured on the 2-core development VM,
+// Linux 6.18 with EEVDF and HZ=250, issue 17): beside one busy process an
+// np 2 job has three runnable tasks on two CPUs. sched_yield() then hands
+// the CPU to the busy process until the next tick: of 1821 yields in an
+// np 2 bcast of 64 KiB, 371 lasted 1-8 ms (strace -f -T), and the bcast
+// averaged 733 us against Open MPI's 62 (both under strace). Yielding after
+// 64 polls (about 3 us) made a receiver that waits for a 64 KiB copy yield
+// on nearly every call. Open MPI's vader BTL does not yield when the
+// ranks fit the cores (mpi_yield_when_idle is off; 8 sched_yield calls in
+// a whole run, against 192349 at np 4 on 2 cores where it is on) and keeps
+// its quiet latency. Giving up the CPU helps only when a rank of ours is
+// queued on that same CPU: then it must run for the wait to end. So past
+// its first spin_polls polls a wait yields only
+//   - when another rank of this host last ran on our CPU (RankPlacement:
+//     it is not running, since we are, so it is queued behind us), or,
+//     where nothing is known of where the ranks run (no RankPlacement),
+//     when the ranks of this host outnumber its CPUs;
+//   - or once the wait has lasted `hold` (10 ms): a peer that late is
+//     busy elsewhere, and spinning on would only take a core from others;
+// and after `nap_after` (0.5 s) it naps between polls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace coll {
+
+class Transport;
+
+// Where the ranks of this host run, as far as they tell each other.
+class RankPlacement {
+ public:
+  virtual ~RankPlacement() = default;
+  // This rank runs on cpu now.
+  virtual void publish(int cpu) = 0;
+  // Whether another rank of this host said last that it runs on cpu.
+  virtual bool other_rank_on(int cpu) const = 0;
+};
+
+// RankPlacement through the transport's hooks (Transport::publish_cpu,
+// Transport::other_rank_on_cpu); only for a transport that
+// shares_cpu_placement(). transport must outlive it.
+class TransportPlacement final : public RankPlacement {
+ public:
+  explicit TransportPlacement(Transport& transport) : transport_(transport) {}
+  void publish(int cpu) override;
+  bool other_rank_on(int cpu) const override;
+
+ private:
+  Transport& transport_;
+};
+
+struct WaitPolicyParams {
+  using Duration = std::chrono::nanoseconds;
+  uint64_t spin_polls = 64;     // polls that only spin, before anything else
+  bool oversubscribed = false;  // this host's ranks outnumber its CPUs
+  Duration hold = std::chrono::milliseconds(10);
+  Duration nap_after = std::chrono::milliseconds(500);
+  Duration nap = std::chrono::microseconds(50);
+  // The CPU this thread runs on; null: sched_getcpu(). For tests.
+  int (*current_cpu)() = nullptr;
+};
+
+enum class WaitStep { kSpin, kYield, kNap };
+
+class WaitPolicy {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // placement may be null (nothing known); it must outlive the policy.
+  WaitPolicy(const WaitPolicyParams& params, RankPlacement* placement);
+
+  // Every wait, before its first poll: tells the other ranks on which CPU
+  // this one runs (cheap: a read, and a write only when it changed).
+  void enter();
+  // The first poll failed at now: a wait starts.
+  void begin(Clock::time_point now);
+  // The wait loop read the clock (every few polls): the elapsed time and
+  // where the ranks run are looked at again.
+  void observe(Clock::time_point now);
+  // What to do after a failed poll; counts the poll.
+  WaitStep next();
+  // Does step: a pause instruction, sched_yield() or a nap.
+  void perform(WaitStep step) const;
+  // next(), then perform it: what the wait loop calls per failed poll.
+  void idle() { perform(next()); }
+
+ private:
+  int cpu() const;
+  void publish(int cpu);
+
+  WaitPolicyParams params_;
+  RankPlacement* placement_;
+  Clock::time_point start_{};
+  Clock::duration elapsed_{};
+  uint64_t polls_ = 0;      // failed polls of this wait
+  int published_cpu_ = -2;  // -2: never
+  bool yield_ = false;      // as last observed
+};
+
+}  // namespace coll
