@@ -87,7 +87,7 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> boot, const Config& config
                  "reduce kernels %s, %d ranks on %d cpus of this host: %s\n",
                  rank(), size(), boot_->name(), transport_->describe().c_str(), layout.num_slots,
                  layout.slot_bytes, reduce_kernels_name(), host.local_ranks, host.local_cpus,
-                 oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first");
+                 oversubscribed ? "oversubscribed" : "a cpu each");
 }
 
 Communicator::~Communicator() {

@@ -20,9 +20,19 @@
 //     it is not running, since we are, so it is queued behind us), or,
 //     where nothing is known of where the ranks run (no RankPlacement),
 //     when the ranks of this host outnumber its CPUs;
-//   - or once the wait has lasted `hold` (10 ms): a peer that late is
-//     busy elsewhere, and spinning on would only take a core from others;
-// and after `nap_after` (0.5 s) it naps between polls.
+//   - or once the wait has lasted `hold` (1 ms): a peer that late is not
+//     running or busy elsewhere, and spinning on would only take a core
+//     from others (with 1 and 4 busy processes, holds of 50 us to 10 ms
+//     measured alike within this VM's noise; a wait for a running peer
+//     is far shorter, and a yield's tick is 4 ms);
+// and after `nap_after` (0.5 s) it naps between polls (50 us; timer slack
+// adds about 50 us more, nothing beside a wait that long).
+//
+// Without the placement, in the unbound collrun np 2 beside a busy
+// process, the two ranks can share a CPU with the busy process on the
+// other: a wait that spins its 1 ms then makes each message cost it (one
+// run of six: allreduce 1 KiB 1711 us, 1 MiB 13596 us; with the placement
+// 0.4-5 us and 60-273 us in all ten runs).
 #pragma once
 
 #include <chrono>
@@ -59,7 +69,7 @@ struct WaitPolicyParams {
   using Duration = std::chrono::nanoseconds;
   uint64_t spin_polls = 64;     // polls that only spin, before anything else
   bool oversubscribed = false;  // this host's ranks outnumber its CPUs
-  Duration hold = std::chrono::milliseconds(10);
+  Duration hold = std::chrono::milliseconds(1);
   Duration nap_after = std::chrono::milliseconds(500);
   Duration nap = std::chrono::microseconds(50);
   // The CPU this thread runs on; null: sched_getcpu(). For tests.
