@@ -8,9 +8,9 @@
 // np 2 job has three runnable tasks on two CPUs. sched_yield() then hands
 // the CPU to the busy process until the next tick: of 1821 yields in an
 // np 2 bcast of 64 KiB, 371 lasted 1-8 ms (strace -f -T), and the bcast
-// averaged 733 us against Open MPI's 62 (both under strace). Yielding after
-// 64 polls (about 3 us) made a receiver that waits for a 64 KiB copy yield
-// on nearly every call. Open MPI's vader BTL does not yield when the
+// averaged 733 us against Open MPI's 62 (both under strace). The old loop
+// yielded after 64 polls, so a receiver waiting for a 64 KiB copy yielded
+// on most calls. Open MPI's vader BTL does not yield when the
 // ranks fit the cores (mpi_yield_when_idle is off; 8 sched_yield calls in
 // a whole run, against 192349 at np 4 on 2 cores where it is on) and keeps
 // its quiet latency. Giving up the CPU helps only when a rank of ours is
@@ -23,8 +23,8 @@
 //   - or once the wait has lasted `hold` (1 ms): a peer that late is not
 //     running or busy elsewhere, and spinning on would only take a core
 //     from others (with 1 and 4 busy processes, holds of 50 us to 10 ms
-//     measured alike within this VM's noise; a wait for a running peer
-//     is far shorter, and a yield's tick is 4 ms);
+//     measured alike within this VM's noise; 1 ms is a choice among them,
+//     well under the 4 ms a yield beside a busy process can cost);
 // and after `nap_after` (0.5 s) it naps between polls (50 us; timer slack
 // adds about 50 us more, nothing beside a wait that long).
 //
