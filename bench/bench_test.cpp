@@ -107,6 +107,7 @@ TEST(Options, RejectsBadInput) {
                                                               {"-b", "allreduce", "-r", "1"},
                                                               {"-b", "bcast", "-o", "max"},
                                                               {"--rounds", "3"},
+                                                              {"--sync", "mpi"},
                                                               {"-z"},
                                                               {"-m"},
                                                               {"stray"}}) {
@@ -115,6 +116,12 @@ TEST(Options, RejectsBadInput) {
 }
 
 TEST(Options, RoundsOnlySideBySide) { EXPECT_EQ(parse({"--rounds", "6"}, true).rounds, 6u); }
+
+TEST(Options, SyncIsMpiUnlessOwnSideBySide) {
+  EXPECT_EQ(parse({}, true).sync, "mpi");
+  EXPECT_EQ(parse({"--sync", "own"}, true).sync, "own");
+  EXPECT_THROW(parse({"--sync", "coll"}, true), UsageError);
+}
 
 TEST(Options, SizesDoubleAndSkipSizesBelowOneElement) {
   Options options = parse({"-m", "4:64", "-T", "double"});

@@ -81,7 +81,8 @@ CollectiveResults measure_collective(const Session& session, const Options& opti
                 Message{send.data(), recv.data(), bytes / element},
                 iteration_plan(options, bytes),
                 info.rounds,
-                options.validate};
+                options.validate,
+                options.sync == "mpi" ? session.peer() : nullptr};
     // Before the libraries run, so that their timings stay as they were.
     std::optional<double> memcpy_gbs;
     if (collective == Collective::allreduce) {
@@ -117,6 +118,7 @@ int run_benchmark(const Session& session, int argc, char** argv, const char* pro
   info.full = options->full;
   info.validate = options->validate;
   info.rounds = session.side_by_side() ? options->rounds : 1;
+  if (session.side_by_side()) info.sync = options->sync;
 
   // One pair of buffers for every size, as OSU allocates them.
   const AlignedBuffer send(options->max_bytes);

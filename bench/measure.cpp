@@ -29,7 +29,7 @@ struct Contender {
 // against itself). Returns the seconds of all of them.
 double run_barriers(Contender& contender, const SizeRun& run, size_t iterations) {
   if (iterations == 0) return 0;
-  contender.runner->barrier();
+  (run.sync ? run.sync : contender.runner)->barrier();
   const auto start = Clock::now();
   for (size_t i = 0; i < iterations; ++i) {
     contender.runner->run(run.collective, run.workload, run.message);
@@ -48,7 +48,7 @@ double run_iterations(Contender& contender, const SizeRun& run, size_t iteration
     if (run.validate) {
       contender.check.prepare(run.collective, run.message, iteration);
     }
-    contender.runner->barrier();
+    (run.sync ? run.sync : contender.runner)->barrier();
     const auto start = Clock::now();
     contender.runner->run(run.collective, run.workload, run.message);
     const auto stop = Clock::now();

@@ -55,6 +55,9 @@ struct SizeRun {
   IterationPlan plan;
   size_t rounds = 1;      // >1: the runners take turns, the first one changing
   bool validate = false;  // ignored for barrier (nothing to check)
+  // Whose barrier starts every timed collective (and every barrier loop)
+  // of every runner; null: each runner its own.
+  Runner* sync = nullptr;
 };
 
 // Measures run on every runner and reduces the timings over the ranks with

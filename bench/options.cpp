@@ -58,7 +58,7 @@ std::vector<Collective> parse_collectives(std::string_view text) {
   return collectives;
 }
 
-enum LongOnly { kCsv = 1000, kJson, kRounds };
+enum LongOnly { kCsv = 1000, kJson, kRounds, kSync };
 
 }  // namespace
 
@@ -83,6 +83,7 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
   static const option kLongOptions[] = {{"csv", required_argument, nullptr, kCsv},
                                         {"json", required_argument, nullptr, kJson},
                                         {"rounds", required_argument, nullptr, kRounds},
+                                        {"sync", required_argument, nullptr, kSync},
                                         {"help", no_argument, nullptr, 'h'},
                                         {nullptr, 0, nullptr, 0}};
   Options options;
@@ -154,6 +155,15 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
           throw UsageError("--rounds: must be at least 1");
         }
         break;
+      case kSync:
+        if (!side_by_side) {
+          throw UsageError("--sync applies to coll_bench_mpi only");
+        }
+        if (arg != "mpi" && arg != "own") {
+          throw UsageError("--sync: '" + std::string(arg) + "' is not mpi or own");
+        }
+        options.sync = arg;
+        break;
       case 'h':
         options.help = true;
         break;
@@ -219,7 +229,9 @@ std::string usage(const char* program, bool side_by_side) {
   if (side_by_side) {
     text +=
         "  --rounds N     alternate the libraries N times per size, ITER "
-        "split over them (default 4)\n";
+        "split over them (default 4)\n"
+        "  --sync WHOSE   barrier before each timed collective: mpi (MPI_Barrier "
+        "for both libraries, default) or own (each library its own)\n";
   }
   text += "  -h, --help     this text\n";
   return text;

@@ -23,6 +23,10 @@ struct Options {
   std::string csv_path;
   std::string json_path;
   size_t rounds = 4;  // coll_bench_mpi: alternating rounds per size
+  // coll_bench_mpi: whose barrier starts each timed collective of both
+  // libraries: "mpi" (MPI_Barrier for both, the OSU loop users run with a
+  // PMPI wrapper) or "own" (each library its own barrier).
+  std::string sync = "mpi";
   bool help = false;
 };
 

@@ -276,6 +276,8 @@ void TablePrinter::print_header() const {
   }
   if (!alone) {
     std::fprintf(out_, ", %zu alternating rounds", info_.rounds);
+    if (info_.sync == "mpi") std::fprintf(out_, ", MPI_Barrier for both");
+    if (info_.sync == "own") std::fprintf(out_, ", each library's own barrier");
   }
   std::fprintf(out_, "\n");
   const bool sized = has_message(collective_);
@@ -336,6 +338,7 @@ void write_json(const std::string& path, const RunInfo& info,
       {"mpi", optional_text(!info.mpi_version.empty(), info.mpi_version)},
       {"datatype", text(datatype_name(info.workload.datatype))},
       {"rounds", integer(static_cast<long long>(info.rounds))},
+      {"sync", optional_text(!info.sync.empty(), info.sync)},
       {"validate", Value(info.validate)},
   };
   std::string text = "{\n  \"run\": " + json_object(run, "  ") + ",\n  \"results\": [";

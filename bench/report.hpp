@@ -19,6 +19,7 @@ struct RunInfo {
   std::string mpi_version;  // "" unless side by side with MPI
   Workload workload;
   size_t rounds = 1;
+  std::string sync;  // side by side: "mpi" or "own" (Options::sync); "" alone
   bool full = false;
   bool validate = false;
 };

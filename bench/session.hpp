@@ -34,6 +34,9 @@ class Session {
   const std::vector<Runner*>& runners() const { return runners_; }
   // Reduces the timings over the ranks: libcoll.
   Runner& reducer() const { return *runners_.front(); }
+  // The other library (MPI) side by side, else null: its barrier can start
+  // both libraries' collectives (--sync mpi).
+  Runner* peer() const { return runners_.size() > 1 ? runners_.back() : nullptr; }
   // ranks, transport, bootstrap and the other library's version.
   const RunInfo& run_info() const { return info_; }
   // After a fatal error on this rank. Under MPI it ends the whole job

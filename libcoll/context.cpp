@@ -19,14 +19,6 @@ namespace {
 
 constexpr size_t kUnpinnedCacheBytes = size_t(1) << 40;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // Serializes every call into a transport that is not thread-safe
 // (transport.hpp), when threads meet inside libcoll. A decorator, so that
 // neither the channel nor the backends know about threads; single-threaded
@@ -85,10 +77,12 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-// The waiting policy of one wait: spin briefly (not at all when ranks
-// outnumber cores: the peer we wait for may need our core), then yield the
-// CPU, then nap when the wait is long; the clock is read every 16th pass.
+// One wait: its passes, its clock (read every 16th pass), and its
+// WaitPolicy, which decides between passes whether to spin, yield or nap
+// (wait_policy.hpp: why it yields so rarely).
 struct Context::Pacing {
+  Pacing(const WaitPolicyParams& params, RankPlacement* placement) : policy(params, placement) {}
+  WaitPolicy policy;
   bool started = false;  // the clock fields are set
   uint64_t pass = 0;
   uint64_t epoch = ~uint64_t(0);
@@ -96,8 +90,13 @@ struct Context::Pacing {
   Clock::time_point next_peer_check;
 };
 
+namespace {
+std::atomic<uint64_t> g_contexts{0};
+}  // namespace
+
 Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thread_level)
-    : config_(config),
+    : serial_(++g_contexts),
+      config_(config),
       thread_level_(thread_level),
       locking_(thread_level == COLL_THREAD_MULTIPLE || config.async_progress),
       boot_(std::move(boot)) {
@@ -129,9 +128,11 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
       [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
   // Ranks that outnumber the cores of their host must not spin: the peer a
-  // rank waits for may need its core.
+  // rank waits for may need its core (wait_policy.hpp).
   const bool oversubscribed = host_.local_ranks > host_.local_cpus;
-  spin_polls_ = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
+  wait_params_.oversubscribed = oversubscribed;
+  wait_params_.spin_polls = config_.spin_polls.value_or(oversubscribed ? 0 : 64);
+  if (t.shares_cpu_placement()) placement_ = std::make_unique<TransportPlacement>(t);
 
   // The world's window is the one traded through the bootstrap; every other
   // communicator trades its window over its parent.
@@ -169,7 +170,9 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
                  boot_->rank(), boot_->size(), boot_->name(), transport_->describe().c_str(),
                  layout.num_slots, layout.slot_bytes, reduce_kernels_name(), host_.local_ranks,
                  host_.local_cpus,
-                 oversubscribed ? "oversubscribed, waits yield at once" : "waits spin first",
+                 oversubscribed ? "oversubscribed, waits yield at once"
+                 : placement_   ? "waits spin, and yield when a rank of ours shares the CPU"
+                                : "waits spin first",
                  thread_level_ == COLL_THREAD_MULTIPLE ? "multiple" : "single/funneled/serialized",
                  config_.async_progress ? ", progress thread" : "");
 }
@@ -308,7 +311,7 @@ void Context::advance_others(Communicator* except) {
 
 // Every wait ends: at the timeout without progress, when the peer is found
 // dead, or when the transport reports an error.
-void Context::check_stalled(Communicator& comm, Pacing& p) {
+Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   const auto now = Clock::now();
   if (!p.started) {
     p.started = true;
@@ -332,6 +335,7 @@ void Context::check_stalled(Communicator& comm, Pacing& p) {
     if (peer >= 0) transport_->check_peer(comm.channel().transport_rank(peer));
     p.next_peer_check = now + std::chrono::milliseconds(10);
   }
+  return now;
 }
 
 // One pass (once) or passes until op is complete. A failure found here (a
@@ -350,7 +354,7 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
         // The clock is read every 16th pass only: most waits of a small
         // collective end within a few passes, and a clock read costs about
         // as much as a whole pass.
-        if ((++p.pass & 15) == 0) check_stalled(comm, p);
+        if ((++p.pass & 15) == 0) p.policy.observe(check_stalled(comm, p));
       }
       advance_others(&comm);
     } catch (const Error& e) {
@@ -360,21 +364,15 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
       return true;
     }
     if (once) return op.complete;
-    if (p.pass < spin_polls_) {
-      cpu_relax();
-    } else if ((p.pass & 15) != 0 || !p.started ||
-               std::chrono::duration<double>(Clock::now() - p.last_progress).count() <= 0.5) {
-      sched_yield();
-    } else {
-      struct timespec nap = {0, 50 * 1000};
-      nanosleep(&nap, nullptr);
-    }
+    p.policy.idle();
   }
 }
 
 void Context::wait(Operation& op) {
   if (op.complete) return;
-  Pacing p;  // its clock starts at the first check (check_stalled)
+  Pacing p(wait_params_, placement_.get());  // its clock starts at the first check
+  p.policy.enter();
+  p.policy.begin();
   drive(op, p, false);
 }
 
@@ -382,14 +380,17 @@ bool Context::test(Operation& op) {
   if (op.complete) return true;
   // A test loop must end too: the timeout runs from the first test that
   // found the operation stuck (kept per operation's communicator epoch).
-  thread_local Pacing p;
+  thread_local std::unique_ptr<Pacing> p;
   thread_local const Operation* last = nullptr;
-  if (last != &op) {
-    p = Pacing();
+  thread_local uint64_t last_context = 0;
+  if (last != &op || last_context != serial_ || !p) {
+    p = std::make_unique<Pacing>(wait_params_, placement_.get());
+    p->policy.enter();
     last = &op;
+    last_context = serial_;
   }
-  p.pass = 15;  // every test reads the clock
-  return drive(op, p, true);
+  p->pass = 15;  // every test reads the clock
+  return drive(op, *p, true);
 }
 
 void Context::progress_thread_main() {

@@ -32,6 +32,7 @@
 #include "regcache.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/transport.hpp"
+#include "wait_policy.hpp"
 
 namespace coll {
 
@@ -84,14 +85,16 @@ class Context {
   struct Pacing;
   void advance_others(Communicator* except);
   bool drive(Operation& op, Pacing& pacing, bool once);
-  void check_stalled(Communicator& comm, Pacing& pacing);
+  std::chrono::steady_clock::time_point check_stalled(Communicator& comm, Pacing& pacing);
   void progress_thread_main();
   void finalize() noexcept;
 
+  uint64_t serial_;  // this process's n-th context (a test loop's state names it)
   Config config_;
   int thread_level_;
   bool locking_;
-  uint64_t spin_polls_;
+  WaitPolicyParams wait_params_;
+  std::unique_ptr<TransportPlacement> placement_;  // where the transport tells
   const Algorithm* forced_[kCollCount] = {};
   std::unique_ptr<Bootstrap> boot_;
   HostMap host_;

@@ -82,6 +82,13 @@ class HybridTransport final : public Transport {
     return n;
   }
 
+  // Only the peers on this host share memory, and CPUs.
+  bool shares_cpu_placement() const override { return true; }
+  void publish_cpu(int cpu) override { shm_.transport->publish_cpu(cpu); }
+  bool other_rank_on_cpu(int cpu) const override {
+    return shm_.transport->other_rank_on_cpu(cpu);
+  }
+
   void check_peer(int peer) override {
     // A failure of the tcp half fails everything, whichever peer a waiter
     // waits for; shm watches its own peers' processes.

@@ -72,6 +72,9 @@ struct SegmentHeader {
   uint64_t arena_bytes;
   uint64_t closed;  // set when the owner's transport goes away
   RegionEntry regions[kMaxRegions];  // this rank's RegionTable
+  // The CPU the owner said last it runs on (Transport::publish_cpu), -1
+  // before; in a line of its own, away from what writers read per write.
+  alignas(64) int64_t cpu;
 };
 
 // A process that has exited but is not yet reaped still answers kill(0).
@@ -312,6 +315,18 @@ class ShmTransport final : public Transport {
     if (own_.data()) __atomic_store_n(&own_.header()->closed, 1, __ATOMIC_RELEASE);
   }
 
+  bool shares_cpu_placement() const override { return true; }
+  void publish_cpu(int cpu) override {
+    __atomic_store_n(&own_.header()->cpu, int64_t(cpu), __ATOMIC_RELAXED);
+  }
+  bool other_rank_on_cpu(int cpu) const override {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_ || !peers_[r].data()) continue;
+      if (__atomic_load_n(&peers_[r].header()->cpu, __ATOMIC_RELAXED) == cpu) return true;
+    }
+    return false;
+  }
+
   void check_peer(int peer) override {
     if (peer < 0 || peer >= size_ || !peers_[peer].data()) return;  // not ours to watch
     if (__atomic_load_n(&peers_[peer].header()->closed, __ATOMIC_ACQUIRE))
@@ -363,6 +378,7 @@ class ShmTransport final : public Transport {
     h->base = reinterpret_cast<uintptr_t>(p);
     h->arena_offset = header;
     h->arena_bytes = arena;
+    h->cpu = -1;
     // The region table is cleared by RegionTable's constructor, after this.
     __atomic_store_n(&h->magic, kMagic, __ATOMIC_RELEASE);
   }

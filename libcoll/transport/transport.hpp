@@ -164,6 +164,17 @@ class Transport {
   // Throws Error(COLL_ERR_PEER_LOST) when peer is known to be gone. Cheap
   // enough to call every few milliseconds from a wait loop.
   virtual void check_peer(int peer) = 0;
+
+  // Where the ranks of this host run, for the wait policy
+  // (libcoll/wait_policy.hpp): a waiting rank yields its CPU only to a rank
+  // of ours queued on it. A rank publishes the CPU it runs on (a word in
+  // memory its host's peers read); other_rank_on_cpu(cpu) says whether
+  // another rank of this host published cpu last. Both are called on every
+  // wait and every few polls: a load or two, a store only on a change.
+  // Transports whose ranks share no memory know nothing (false).
+  virtual bool shares_cpu_placement() const { return false; }
+  virtual void publish_cpu(int /*cpu*/) {}
+  virtual bool other_rank_on_cpu(int /*cpu*/) const { return false; }
 };
 
 // Backends. Each runs its setup exchanges through the bootstrap.

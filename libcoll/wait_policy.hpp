@@ -1,0 +1,120 @@
+// What a waiting rank does between two failed polls: spin, yield the CPU,
+// or nap; and the timing state of the wait that decides it. Every wait of
+// the progress engine (Context::drive) owns one WaitPolicy and calls it
+// once per failed pass; the engine keeps its own timeout and peer checks.
+//
+// Why it spins and yields so rarely (measured on the 2-core development VM,
+// Linux 6.18 with EEVDF and HZ=250, issue 17): beside one busy process an
+// np 2 job has three runnable tasks on two CPUs. sched_yield() then hands
+// the CPU to the busy process until the next tick: of 1821 yields in an
+// np 2 bcast of 64 KiB, 371 lasted 1-8 ms (strace -f -T), and the bcast
+// averaged 733 us against Open MPI's 62 (both under strace). The old loop
+// yielded after 64 polls, so a receiver waiting for a 64 KiB copy yielded
+// on most calls. Open MPI's vader BTL does not yield when the
+// ranks fit the cores (mpi_yield_when_idle is off; 8 sched_yield calls in
+// a whole run, against 192349 at np 4 on 2 cores where it is on) and keeps
+// its quiet latency. Giving up the CPU helps only when a rank of ours is
+// queued on that same CPU: then it must run for the wait to end. So past
+// its first spin_polls polls a wait yields only
+//   - when another rank of this host last ran on our CPU (RankPlacement:
+//     it is not running, since we are, so it is queued behind us), or,
+//     where nothing is known of where the ranks run (no RankPlacement),
+//     when the ranks of this host outnumber its CPUs;
+//   - or once the wait has lasted `hold` (1 ms): a peer that late is not
+//     running or busy elsewhere, and spinning on would only take a core
+//     from others (with 1 and 4 busy processes, holds of 50 us to 10 ms
+//     measured alike within this VM's noise; 1 ms is a choice among them,
+//     well under the 4 ms a yield beside a busy process can cost);
+// and after `nap_after` (0.5 s) it naps between polls (50 us; timer slack
+// adds about 50 us more, nothing beside a wait that long).
+//
+// Without the placement, in the unbound collrun np 2 beside a busy
+// process, the two ranks can share a CPU with the busy process on the
+// other: a wait that spins its 1 ms then makes each message cost it (one
+// run of six: allreduce 1 KiB 1711 us, 1 MiB 13596 us; with the placement
+// 0.4-5 us and 60-273 us in all ten runs).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace coll {
+
+class Transport;
+
+// Where the ranks of this host run, as far as they tell each other.
+class RankPlacement {
+ public:
+  virtual ~RankPlacement() = default;
+  // This rank runs on cpu now.
+  virtual void publish(int cpu) = 0;
+  // Whether another rank of this host said last that it runs on cpu.
+  virtual bool other_rank_on(int cpu) const = 0;
+};
+
+// RankPlacement through the transport's hooks (Transport::publish_cpu,
+// Transport::other_rank_on_cpu); only for a transport that
+// shares_cpu_placement(). transport must outlive it.
+class TransportPlacement final : public RankPlacement {
+ public:
+  explicit TransportPlacement(Transport& transport) : transport_(transport) {}
+  void publish(int cpu) override;
+  bool other_rank_on(int cpu) const override;
+
+ private:
+  Transport& transport_;
+};
+
+struct WaitPolicyParams {
+  using Duration = std::chrono::nanoseconds;
+  uint64_t spin_polls = 64;     // polls that only spin, before anything else
+  bool oversubscribed = false;  // this host's ranks outnumber its CPUs
+  Duration hold = std::chrono::milliseconds(1);
+  Duration nap_after = std::chrono::milliseconds(500);
+  Duration nap = std::chrono::microseconds(50);
+  // The CPU this thread runs on; null: sched_getcpu(). For tests.
+  int (*current_cpu)() = nullptr;
+};
+
+enum class WaitStep { kSpin, kYield, kNap };
+
+class WaitPolicy {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // placement may be null (nothing known); it must outlive the policy.
+  WaitPolicy(const WaitPolicyParams& params, RankPlacement* placement);
+
+  // Every wait, before its first poll: tells the other ranks on which CPU
+  // this one runs (cheap: a read, and a write only when it changed).
+  void enter();
+  // The first poll failed at now: a wait starts.
+  void begin(Clock::time_point now);
+  // The same without reading the clock (the progress engine reads it every
+  // 16th pass only): the wait's time starts at the first observe().
+  void begin();
+  // The wait loop read the clock (every few polls): the elapsed time and
+  // where the ranks run are looked at again.
+  void observe(Clock::time_point now);
+  // What to do after a failed poll; counts the poll.
+  WaitStep next();
+  // Does step: a pause instruction, sched_yield() or a nap.
+  void perform(WaitStep step) const;
+  // next(), then perform it: what the wait loop calls per failed poll.
+  void idle() { perform(next()); }
+
+ private:
+  int cpu() const;
+  void publish(int cpu);
+
+  WaitPolicyParams params_;
+  RankPlacement* placement_;
+  Clock::time_point start_{};
+  bool started_ = false;  // start_ is set
+  Clock::duration elapsed_{};
+  uint64_t polls_ = 0;      // failed polls of this wait
+  int published_cpu_ = -2;  // -2: never
+  bool yield_ = false;      // as last observed
+};
+
+}  // namespace coll
