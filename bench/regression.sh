@@ -9,7 +9,10 @@
 # barrier algorithm, the same buffers); below 1 NEW is faster.
 #
 #   bench/regression.sh --old DIR --new DIR [--np "2 4"] [--repeats N]
-#                       [--sizes MIN:MAX] [--out DIR] [-- coll_bench_mpi options]
+#                       [--sizes MIN:MAX] [--out DIR] [--new-args "ARGS"]
+#                       [-- coll_bench_mpi options]
+# --new-args: options for NEW only (an older coll_bench_mpi may lack one, e.g.
+# --sync own, which keeps the timing of builds before --sync existed).
 set -euo pipefail
 
 old=
@@ -19,8 +22,9 @@ repeats=5
 sizes=4:4194304
 out=bench-regression
 extra=()
+new_args=
 
-usage() { sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "regression.sh: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do
@@ -31,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --repeats) repeats=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --new-args) new_args=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -50,11 +55,15 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
     if ((repeat % 2)); then order="old new"; else order="new old"; fi
     for which in $order; do
       dir=$old
-      [[ $which == new ]] && dir=$new
+      args=()
+      if [[ $which == new ]]; then
+        dir=$new
+        read -r -a args <<< "$new_args"
+      fi
       echo "regression.sh: run $repeat/$repeats, np $np, $which" >&2
       mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader \
         "$dir/bench/coll_bench_mpi" -m "$sizes" --csv "$out/raw/$which-np$np-run$repeat.csv" \
-        "${extra[@]}" > /dev/null || die "coll_bench_mpi ($which) failed at np $np"
+        "${args[@]}" "${extra[@]}" > /dev/null || die "coll_bench_mpi ($which) failed at np $np"
     done
   done
 done

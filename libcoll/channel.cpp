@@ -299,6 +299,8 @@ Channel::SendWait Channel::send_direct(int peer, const RemoteRegion& dst, size_t
   return SendWait(*this, peer, src, len, true, &dst, offset);
 }
 
+FramePool* frame_pool_of(Channel& ch) { return &ch.frames(); }
+
 Task Channel::recv_direct(int peer, size_t len) {
   co_await RecvWait(*this, peer, len, true);
   co_await release(peer);

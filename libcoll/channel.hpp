@@ -185,6 +185,9 @@ class Channel {
     Channel& ch;
   };
   FlushWait flush() { return FlushWait(*this); }
+  // The frames of the coroutines that run on this channel (task.hpp).
+  FramePool& frames() { return frames_; }
+
   // Transport completion of one of this channel's signaled writes (the
   // context routes completions by their context word, this channel).
   void completed() { outstanding_.fetch_sub(1, std::memory_order_acq_rel); }
@@ -244,6 +247,7 @@ class Channel {
   std::vector<char> line_peers_;         // transport_.line_writes(peer)
   std::vector<char> staging_;            // a received line message, contiguous, per peer
   std::atomic<uint64_t> outstanding_{0};  // signaled writes not yet completed
+  FramePool frames_;
   bool slot_sources_in_flight_ = false;  // a write from one of our slots may not be done
 };
 

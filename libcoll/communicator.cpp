@@ -6,6 +6,7 @@
 
 #include "context.hpp"
 #include "error.hpp"
+#include "selection.hpp"
 
 namespace coll {
 
@@ -38,6 +39,7 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
   channel_ = std::make_unique<Channel>(
       t, layout, window_mr, std::move(peer_windows), std::move(group), rank, ctx.cache(),
       ctx.config().zcopy_threshold.value_or(t.default_zcopy_threshold()), id);
+  flush_.emplace(*channel_);
 }
 
 Communicator::~Communicator() {
@@ -75,14 +77,30 @@ const char* Communicator::last_algorithm(const std::string& collective) const {
   return name ? name : "";
 }
 
-const Blocker* Communicator::blocked() const { return head_ ? head_->task.blocked() : nullptr; }
+Blocker* Communicator::blocked_on(Operation& op) {
+  if (Blocker* b = op.task.blocked()) return b;
+  return op.task.done() ? &*flush_ : nullptr;
+}
+
+const Blocker* Communicator::blocked() const {
+  return head_ ? const_cast<Communicator*>(this)->blocked_on(*head_) : nullptr;
+}
 
 bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {
   const CollectiveInfo& info = collective_info(c);
   op.args = args;
   info.check(op.args, size(), rank());
   const Algorithm* algo = ctx_.forced(c);
-  if (!algo) algo = &choose_algorithm(c, size(), op.args.bytes);
+  if (!algo) {
+    // The last choice is kept with the sizes it holds for: programs repeat
+    // calls of a few sizes, and a table lookup would show on a small
+    // collective (no thread_local either: in a shared library every access
+    // to one is a call).
+    Choice& last = choice_[int(c)];
+    if (!last.algorithm || op.args.bytes < last.min_bytes || op.args.bytes > last.max_bytes)
+      last = active_selection().choice(c, size(), op.args.bytes);
+    algo = last.algorithm;
+  }
   last_[int(c)] = algo->name;
   const bool trivial = info.empty(op.args) || size() == 1;
   if (trivial && !persistent) {
@@ -153,15 +171,7 @@ void Communicator::start(Operation& op) {
   if (head_) ctx_.note_pending(this);
 }
 
-// The activation's task: the body, then a flush, so that the operation ends
-// only when its writes have completed (its sources may then change).
-Task Communicator::run(Operation& op) {
-  if (op.algorithm)
-    co_await op.algorithm->run(*channel_, op.args);
-  else
-    co_await op.body(*channel_);
-  co_await channel_->flush();
-}
+FramePool* frame_pool_of(Communicator& comm) { return &comm.channel().frames(); }
 
 void Communicator::begin(Operation& op) {
   channel_->use_pins(&op.pins);
@@ -171,32 +181,29 @@ void Communicator::begin(Operation& op) {
     if (op.info)
       for (auto [buf, len] : op.info->buffers(op.args, size())) channel_->pin(buf, len);
   }
-  op.task = run(op);
+  op.task = op.algorithm ? op.algorithm->run(*channel_, op.args) : op.body(*channel_);
 }
 
+// An operation ends only when its writes have completed (its sources may
+// then change): after its task, it waits for the channel's signaled writes
+// (on transports that copy at post there are none, and it ends at once).
 bool Communicator::advance() {
   bool progressed = false;
   while (Operation* op = head_) {
-    if (!op->task) {
-      try {
+    try {
+      if (!op->task) {
         begin(*op);
-      } catch (const Error& e) {
-        fail(e.status(), e.what());
-        return true;
+      } else if (Blocker* b = blocked_on(*op)) {
+        if (!b->poll(b)) return progressed;
       }
-    } else if (Blocker* b = op->task.blocked()) {
-      bool ready;
-      try {
-        ready = b->poll(b);
-      } catch (const Error& e) {
-        fail(e.status(), e.what());
-        return true;
-      }
-      if (!ready) return progressed;
+    } catch (const Error& e) {
+      fail(e.status(), e.what());
+      return true;
     }
     progressed = true;
     ++epoch_;
-    if (!op->task.step()) return true;
+    if (!op->task.done() && !op->task.step()) return true;
+    if (!op->task.error() && !flush_->try_now()) return true;  // flushing
     finish(*op);
   }
   return progressed;

@@ -16,12 +16,14 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms.hpp"
 #include "channel.hpp"
 #include "operation.hpp"
+#include "selection.hpp"
 
 namespace coll {
 
@@ -109,13 +111,17 @@ class Communicator {
   void begin(Operation& op);
   void finish(Operation& op);
   void end_activation(Operation& op);
-  Task run(Operation& op);
+  Blocker* blocked_on(Operation& op);
 
   Context& ctx_;
   uint64_t id_;
   Window window_;
   std::unique_ptr<Channel> channel_;
+  // The wait of an operation whose task has finished but whose signaled
+  // writes have not (RDMA).
+  std::optional<Channel::FlushWait> flush_;
   const char* last_[kCollCount] = {};
+  Choice choice_[kCollCount] = {};  // the last automatic choice per collective
   Operation* head_ = nullptr;
   Operation* tail_ = nullptr;
   uint64_t epoch_ = 0;

@@ -29,6 +29,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
+#include <new>
 #include <utility>
 
 namespace coll {
@@ -43,12 +44,74 @@ struct Blocker {
   const char* what = "";
 };
 
+class Channel;
+class Communicator;
+
+// Free lists of coroutine frames, by size class (64-byte steps up to
+// 4 KiB; larger frames go to operator new). The frames of an operation's
+// own coroutines (the algorithm, whose first parameter is the channel, and
+// the communicator's wrapper) come from that communicator's pool, which
+// only the thread advancing the communicator touches; every other frame
+// (nested helpers, lambdas) from the thread's pool. A thread_local in a
+// shared library costs a __tls_get_addr call (about 15 ns here) on every
+// access, and a small collective allocates and frees two frames.
+class FramePool {
+ public:
+  static constexpr size_t kGranule = 64;
+  static constexpr size_t kClasses = 64;
+  FramePool() = default;
+  FramePool(const FramePool&) = delete;
+  FramePool& operator=(const FramePool&) = delete;
+  ~FramePool();
+  void* allocate(size_t bytes) {
+    const size_t c = (bytes + kGranule - 1) / kGranule;
+    if (c >= kClasses) return ::operator new(bytes);
+    if (FreeFrame* f = free_[c]) {
+      free_[c] = f->next;
+      return f;
+    }
+    return ::operator new(c * kGranule);
+  }
+  void release(void* block, size_t bytes) noexcept {
+    const size_t c = (bytes + kGranule - 1) / kGranule;
+    if (c >= kClasses) {
+      ::operator delete(block);
+      return;
+    }
+    auto* f = static_cast<FreeFrame*>(block);
+    f->next = free_[c];
+    free_[c] = f;
+  }
+
+ private:
+  struct FreeFrame {
+    FreeFrame* next;
+  };
+  FreeFrame* free_[kClasses] = {};
+};
+
+FramePool* frame_pool_of(Channel& ch);
+FramePool* frame_pool_of(Communicator& comm);
+
 namespace detail {
 
-// Coroutine frames of the algorithms are small and short-lived; a
-// per-thread free list per size class keeps operator new off the hot path.
-void* frame_allocate(size_t bytes);
-void frame_release(void* frame, size_t bytes) noexcept;
+// The pool of frames that have no communicator of their own.
+FramePool& thread_frame_pool();
+
+// A frame is preceded by the pool it came from (nullptr: the thread's); 16
+// bytes keep the frame aligned for anything a coroutine holds.
+inline constexpr size_t kFrameHeader = 16;
+inline void* frame_allocate(size_t bytes, FramePool* pool) {
+  FramePool& p = pool ? *pool : thread_frame_pool();
+  char* block = static_cast<char*>(p.allocate(bytes + kFrameHeader));
+  *reinterpret_cast<FramePool**>(block) = pool;
+  return block + kFrameHeader;
+}
+inline void frame_release(void* frame, size_t bytes) noexcept {
+  char* block = static_cast<char*>(frame) - kFrameHeader;
+  FramePool* pool = *reinterpret_cast<FramePool**>(block);
+  (pool ? *pool : thread_frame_pool()).release(block, bytes + kFrameHeader);
+}
 
 struct PromiseBase {
   PromiseBase* root = this;
@@ -59,7 +122,18 @@ struct PromiseBase {
   std::coroutine_handle<> continuation;
   std::exception_ptr error;
 
-  static void* operator new(size_t bytes) { return frame_allocate(bytes); }
+  static void* operator new(size_t bytes) { return frame_allocate(bytes, nullptr); }
+  // Coroutines whose first parameter is a channel or a communicator (the
+  // compiler passes the coroutine's parameters to operator new when such
+  // an overload matches them).
+  template <class... Rest>
+  static void* operator new(size_t bytes, Channel& ch, Rest&&...) {
+    return frame_allocate(bytes, frame_pool_of(ch));
+  }
+  template <class... Rest>
+  static void* operator new(size_t bytes, Communicator& comm, Rest&&...) {
+    return frame_allocate(bytes, frame_pool_of(comm));
+  }
   static void operator delete(void* frame, size_t bytes) noexcept { frame_release(frame, bytes); }
 };
 

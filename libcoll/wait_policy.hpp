@@ -35,6 +35,7 @@
 // 0.4-5 us and 60-273 us in all ten runs).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -55,6 +56,10 @@ class RankPlacement {
 // RankPlacement through the transport's hooks (Transport::publish_cpu,
 // Transport::other_rank_on_cpu); only for a transport that
 // shares_cpu_placement(). transport must outlive it.
+// It remembers what it published last, so that a wait writes the shared
+// word only when this rank moved to another CPU: each wait has a policy of
+// its own (the progress engine makes one per wait), and a write every wait
+// would pull that line away from the peers that read it.
 class TransportPlacement final : public RankPlacement {
  public:
   explicit TransportPlacement(Transport& transport) : transport_(transport) {}
@@ -63,6 +68,7 @@ class TransportPlacement final : public RankPlacement {
 
  private:
   Transport& transport_;
+  std::atomic<int> published_{-2};  // -2: never
 };
 
 struct WaitPolicyParams {
