@@ -18,28 +18,51 @@
 // receive, unfold). A receive waits for the partner's send with the same
 // key, and a send waits for the release of an earlier chunk on the same
 // pair, which has a smaller key; each rank's program follows that order.
+#include <algorithm>
+
 #include "algorithms.hpp"
+#include "channel.hpp"
 #include "doubling_frame.hpp"
 
 namespace coll {
 
+// The steps are written out here rather than through run_folded and
+// DoublingFrame::exchange (as Rabenseifner does): this is the algorithm of
+// the smallest messages, where each nested task's frame and ramp (about
+// 130 instructions) would show; only ranks that fold pay for one.
 Task recursive_doubling_allreduce(Channel& ch, const Args& a) {
-  co_await run_folded(ch, a, [&](const DoublingFrame& f, const char* mine) -> Task {
-    for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
-      const bool lower = (f.v & mask) == 0;
+  const DoublingFrame f(ch, a);
+  const int r = ch.rank();
+  if (f.v < 0) {  // folded: hand the data to r + 1, get the result back
+    co_await f.send_all(r + 1, f.in);
+    co_await ch.flush();  // sendbuf may be recvbuf, overwritten next
+    co_await f.receive_all(r + 1, f.copy_to_out());
+    co_return;
+  }
+  const bool takes_fold = r < 2 * f.d.extra;
+  if (takes_fold) {
+    co_await f.receive_all(r - 1, [&](size_t at, const void* data, size_t len) {
+      a.reduce(f.out + at * f.es, data, f.in + at * f.es, len);  // r - 1's operand first
+    });
+  }
+  const char* mine = takes_fold ? f.out : f.in;
+  for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
+    const bool lower = (f.v & mask) == 0;
+    const int peer = f.rank_of(f.v ^ mask);
+    for (size_t c = 0; c < a.count; c += f.chunk_elems) {
+      const size_t len = std::min(f.chunk_elems, a.count - c);
+      co_await ch.send(peer, mine + c * f.es, len * f.es);
+      const void* data = co_await ch.recv(peer, len * f.es);
       // The chunk just sent is overwritten by the reduction when it lives
-      // in recvbuf: flush first (Channel::send wants its source unchanged
-      // until a flush).
-      co_await f.exchange(
-          f.rank_of(f.v ^ mask), mine, 0, a.count, 0, a.count,
-          [&](size_t at, const void* data, size_t len) {
-            const char* own = mine + at * f.es;
-            a.reduce(f.out + at * f.es, lower ? own : data, lower ? data : own, len);
-          },
-          mine == f.out);
-      mine = f.out;
+      // in recvbuf: Channel::send wants its source unchanged until a flush.
+      if (mine == f.out) co_await ch.flush();
+      const char* own = mine + c * f.es;
+      a.reduce(f.out + c * f.es, lower ? own : data, lower ? data : own, len);
+      co_await ch.release(peer);
     }
-  });
+    mine = f.out;
+  }
+  if (takes_fold) co_await f.send_all(r - 1, f.out);
 }
 
 }  // namespace coll
