@@ -114,6 +114,8 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
   op.info = &info;
   op.persistent = persistent;
   op.complete = true;
+  // Known to the communicator, which may go first (see persistent_ops_).
+  if (persistent) persistent_ops_.push_back(&op);
   if (trivial) {
     // A persistent call that moves nothing still starts and completes.
     Operation* o = &op;
@@ -127,12 +129,16 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
   op.algorithm = algo;
   if (persistent) {
     // Pinned once: coll_start performs no cache lookup and no registration.
-    if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
-      for (auto [buf, len] : info.buffers(op.args, size()))
-        if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
+    try {
+      if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
+        for (auto [buf, len] : info.buffers(op.args, size()))
+          if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
+      }
+    } catch (...) {
+      release_pins(op);  // and forget it: the caller drops it
+      throw;
     }
     op.held_pins = op.pins.size();
-    persistent_ops_.push_back(&op);
   }
   return true;
 }
