@@ -49,6 +49,20 @@ int g_world_rank = 0, g_world_size = 1;
 namespace {
 
 bool g_own_coll = false;   // the shim called coll_init (so it calls coll_finalize)
+int g_app_inits = 0;       // the program's own coll_init calls while the shim's libcoll is up
+
+// libcoll's own coll_init_thread / coll_finalize: the shim defines these
+// names too (below), so it calls the real ones through dlsym.
+int real_coll_init_thread(int* argc, char*** argv, int required, int* provided) {
+  using Fn = int (*)(int*, char***, int, int*);
+  static Fn f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "coll_init_thread"));
+  return f ? f(argc, argv, required, provided) : COLL_ERR_INTERNAL;
+}
+int real_coll_finalize() {
+  using Fn = int (*)();
+  static Fn f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "coll_finalize"));
+  return f ? f() : COLL_ERR_INTERNAL;
+}
 bool g_started = false;
 uint64_t g_spin = 64;
 
@@ -259,7 +273,7 @@ void start(int* argc, char*** argv, int provided) {
     coll_initialized(&initialized);
     int rc = COLL_SUCCESS;
     if (!initialized) {
-      rc = coll_init_thread(argc, argv, provided, nullptr);
+      rc = real_coll_init_thread(argc, argv, provided, nullptr);
       g_own_coll = rc == COLL_SUCCESS;
     }
     int rank = -1, size = -1;
@@ -320,7 +334,7 @@ int finish() {
   g_active = false;
   if (g_coll_live.exchange(false)) {
     comms_finalize();
-    if (g_own_coll) coll_finalize();
+    if (g_own_coll) real_coll_finalize();
   }
   return PMPI_Finalize();
 }
@@ -400,3 +414,36 @@ extern "C" int coll_mpi_counts(const char* mpi_function, unsigned long long* ser
 }
 
 extern "C" int coll_mpi_active(void) { return shim::g_active.load() ? 1 : 0; }
+
+// A program that uses libcoll itself as well as MPI (this project's
+// benchmark and comparison test) calls coll_init after or before MPI_Init.
+// Under the shim libcoll is one per process: the program's coll_init joins
+// the shim's (its coll_finalize then leaves it to MPI_Finalize), and a
+// coll_init before MPI_Init is the one the shim uses.
+extern "C" int coll_init_thread(int* argc, char*** argv, int required, int* provided) {
+  if (shim::g_own_coll && shim::g_coll_live.load()) {
+    ++shim::g_app_inits;
+    if (provided) *provided = shim::g_thread_level < required ? shim::g_thread_level : required;
+    return COLL_SUCCESS;
+  }
+  return shim::real_coll_init_thread(argc, argv, required, provided);
+}
+
+extern "C" int coll_init(int* argc, char*** argv) {
+  return coll_init_thread(argc, argv, COLL_THREAD_SINGLE, nullptr);
+}
+
+extern "C" int coll_finalize(void) {
+  if (shim::g_app_inits > 0) {
+    --shim::g_app_inits;
+    return COLL_SUCCESS;
+  }
+  if (!shim::g_own_coll && shim::g_coll_live.load()) {
+    // The program's libcoll, which the shim used, goes (a collective, like
+    // MPI_Finalize): from here on every call goes to MPI, on every rank.
+    if (shim::g_active.load()) shim::drain_requests();
+    shim::g_active = false;
+    shim::g_coll_live = false;
+  }
+  return shim::real_coll_finalize();
+}
