@@ -224,7 +224,7 @@ bool serve(Call& c, MPI_Request* request, int* rc) {
 void Staging::release() {
   std::free(tmp);
   tmp = nullptr;
-  if (owned && datatype != MPI_DATATYPE_NULL && g_coll_live.load()) PMPI_Type_free(&datatype);
+  if (owned && datatype != MPI_DATATYPE_NULL) PMPI_Type_free(&datatype);
   owned = false;
   datatype = MPI_DATATYPE_NULL;
   user = nullptr;
