@@ -29,17 +29,21 @@ int start_barrier(const Plan& p, coll_request_t* r) { return coll_ibarrier(p.lc,
 
 struct Row {
   FnInfo info;
-  bool rooted;
+  bool rooted;          // root is an argument (checked against the size)
+  bool result_at_root;  // the result buffer exists only at the root (MPI_Reduce)
 };
 
-// In the order of Fn.
+// In the order of Fn. MPI_Reduce, when libcoll has it, is
+//   {{"MPI_Reduce", "reduce", Kind::kReduction, false, start_reduce}, true, true},
+// collectives with per-rank counts (gather, alltoall, ...) need a Kind of
+// their own in decide().
 const Row kFns[kFnCount] = {
-    {{"MPI_Allreduce", "allreduce", Kind::kReduction, false, start_allreduce}, false},
-    {{"MPI_Iallreduce", "allreduce", Kind::kReduction, true, start_allreduce}, false},
-    {{"MPI_Bcast", "bcast", Kind::kBytes, false, start_bcast}, true},
-    {{"MPI_Ibcast", "bcast", Kind::kBytes, true, start_bcast}, true},
-    {{"MPI_Barrier", "barrier", Kind::kNone, false, start_barrier}, false},
-    {{"MPI_Ibarrier", "barrier", Kind::kNone, true, start_barrier}, false},
+    {{"MPI_Allreduce", "allreduce", Kind::kReduction, false, start_allreduce}, false, false},
+    {{"MPI_Iallreduce", "allreduce", Kind::kReduction, true, start_allreduce}, false, false},
+    {{"MPI_Bcast", "bcast", Kind::kBytes, false, start_bcast}, true, false},
+    {{"MPI_Ibcast", "bcast", Kind::kBytes, true, start_bcast}, true, false},
+    {{"MPI_Barrier", "barrier", Kind::kNone, false, start_barrier}, false, false},
+    {{"MPI_Ibarrier", "barrier", Kind::kNone, true, start_barrier}, false, false},
 };
 
 char* at(const void* buf, MPI_Count offset) {
@@ -136,14 +140,16 @@ bool decide(const Call& c, const Row& row, Plan& p, Reason* why, int* prep) {
       p.op = op;
       p.count = total;
       const bool in_place = c.sendbuf == MPI_IN_PLACE;
+      // Where the result goes on this rank (nowhere off the root of a reduce).
+      void* result = row.result_at_root && sc->rank != c.root ? nullptr : c.recvbuf;
       if (total == 0) {
         p.send = in_place ? COLL_IN_PLACE : c.sendbuf;
-        p.recv = c.recvbuf;
+        p.recv = result;
       } else if (t->dense(c.count)) {
         p.send = in_place ? COLL_IN_PLACE : at(c.sendbuf, t->true_lb);
-        p.recv = at(c.recvbuf, t->true_lb);
+        p.recv = result ? at(result, t->true_lb) : nullptr;
       } else {
-        *prep = stage(p, *t, c.count, c.datatype, in_place ? c.recvbuf : c.sendbuf, c.recvbuf,
+        *prep = stage(p, *t, c.count, c.datatype, in_place ? c.recvbuf : c.sendbuf, result,
                       size_t(c.count) * size_t(t->size));
         p.send = COLL_IN_PLACE;
         p.recv = p.stage.tmp;
