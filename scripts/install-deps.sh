@@ -13,6 +13,9 @@ PKGS=(
   libhwloc-dev libpmix-dev libpmix2 openmpi-bin libopenmpi-dev
   slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
   gnuplot-nox
+  # gfortran: the PMPI shim's Fortran tests; hpcc, mumps-test: unmodified MPI
+  # applications run through the shim (tests/apps, suite mpi-apps)
+  gfortran hpcc mumps-test
   qemu-system-x86 busybox-static ibverbs-utils rdmacm-utils perftest iproute2 kmod cpio
 )
 

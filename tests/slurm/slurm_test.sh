@@ -5,7 +5,7 @@
 # correct results.
 #
 # usage: slurm_test.sh SLURM_LOCAL LAUNCH_EXPECT LAUNCH_CHECK MP_COLLECTIVES
-#                      C_RANDOM [COMPARE_TEST]
+#                      C_RANDOM [COMPARE_TEST [COMM_TEST [PMPI_TEST SHIM]]]
 # Exits 77 (skipped) only when Slurm or munge is not installed.
 set -euo pipefail
 
@@ -16,6 +16,8 @@ mp_collectives=$4
 c_random=$5
 compare_test=${6:-}
 comm_test=${7:-}
+pmpi_test=${8:-}
+shim=${9:-}
 
 status=0
 "$slurm_local" available || status=$?
@@ -89,6 +91,18 @@ if [ -n "$compare_test" ]; then
   run --ranks 4 --expect '^\[  PASSED  \] [0-9]+ tests' \
     -- env OMPI_MCA_op='^avx' OMPI_MCA_btl='self,vader' OMPI_MCA_btl_vader_single_copy_mechanism=none \
     OMPI_MCA_mpi_yield_when_idle=1 "${srun_pmix[@]}" -n 4 "$compare_test"
+fi
+if [ -n "$pmpi_test" ] && [ -n "$shim" ]; then
+  # The PMPI shim in an srun job: an MPI program (Open MPI's PMIx client)
+  # with libcoll_mpi.so preloaded into the tasks, libcoll bootstrapping from
+  # the same PMIx server; set up as above for Open MPI.
+  run --ranks 3 --expect '^pmpi_test: np 3, shim loaded, active$' \
+    --expect '^pmpi_test: all checks passed at np 3$' \
+    --expect '^libcoll_mpi: MPI_Allreduce: [1-9][0-9]* served' \
+    --expect '^libcoll_mpi: MPI_Ibcast: [1-9][0-9]* served' \
+    -- env OMPI_MCA_op='^avx' OMPI_MCA_btl='self,vader' OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    OMPI_MCA_mpi_yield_when_idle=1 COLL_MPI_STATS=1 PMPI_TEST_EXPECT_SHIM=1 \
+    "${srun_pmix[@]}" --export="ALL,LD_PRELOAD=$shim" -n 3 "$pmpi_test"
 fi
 
 if [ "$failed" -ne 0 ]; then

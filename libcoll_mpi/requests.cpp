@@ -1,0 +1,445 @@
+// Requests of served non-blocking calls, and the MPI wait/test family.
+//
+// A served MPI_Iallreduce returns a real MPI_Request: a generalized request
+// (MPI_Grequest_start) standing for the libcoll request. The shim keeps the
+// outstanding ones in a list; drive() tests each libcoll request and, when
+// one is done, unpacks its staged result (non-contiguous datatypes) and
+// calls MPI_Grequest_complete. From then on MPI itself completes the handle
+// in whatever wait or test the application calls - also in arrays with
+// point-to-point requests, also from Fortran, also MPI_Request_free.
+//
+// drive() runs
+//  - in the shim's MPI_Wait, _Waitall, _Waitany, _Waitsome, _Test, _Testall,
+//    _Testany, _Testsome, _Request_free: while a served request is
+//    outstanding, a wait is a loop of drive() and the PMPI_ test of the same
+//    array (which also advances MPI: point-to-point requests in the array,
+//    and peers waiting in MPI for this rank); with none outstanding it is the
+//    PMPI_ call itself, at no cost;
+//  - from Open MPI's progress engine (state.cpp), so a rank blocked in an MPI
+//    call the shim does not intercept still advances libcoll.
+// libcoll requests are tested by one thread at a time (the list's lock; the
+// progress callback only tries it).
+//
+// Errors. A served request that failed in libcoll is reported by the wait or
+// test that completes it, through its communicator's error handler (taken
+// when it failed): MPI_ERRORS_ARE_FATAL prints the libcoll message and
+// aborts; otherwise the call returns the MPI error class (MPI_ERR_IN_STATUS
+// with the class in the status for the array forms). A wait that is not the
+// shim's (MPI_Request_get_status, ...) sees the class returned by the query
+// callback instead.
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "shim.hpp"
+
+namespace shim {
+namespace {
+
+struct ShimReq {
+  Fn fn = Fn::kIallreduce;
+  MPI_Comm comm = MPI_COMM_NULL;
+  coll_comm_t lc = COLL_COMM_NULL;
+  coll_request_t lreq = COLL_REQUEST_NULL;
+  MPI_Request greq = MPI_REQUEST_NULL;
+  Staging stage;
+  int status = COLL_SUCCESS;
+  std::string message;
+  Handler handler = Handler::kFatal;
+};
+
+std::mutex g_mutex;  // g_outstanding, and testing their libcoll requests
+std::vector<ShimReq*> g_outstanding;
+std::atomic<int> g_outstanding_n{0};
+std::mutex g_failed_mutex;
+std::unordered_map<MPI_Request, ShimReq*> g_failed;  // completed with an error, not yet returned
+std::atomic<int> g_failed_n{0};
+thread_local bool t_in_wait = false;  // the shim reports errors itself
+
+int query_fn(void* extra, MPI_Status* status) {
+  auto* r = static_cast<ShimReq*>(extra);
+  PMPI_Status_set_elements_x(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_ANY_SOURCE;
+  status->MPI_TAG = MPI_ANY_TAG;
+  if (r->status != COLL_SUCCESS && !t_in_wait) return error_class(r->status);
+  return MPI_SUCCESS;
+}
+
+int free_fn(void* extra) {
+  auto* r = static_cast<ShimReq*>(extra);
+  if (r->status != COLL_SUCCESS) {
+    std::lock_guard<std::mutex> l(g_failed_mutex);
+    auto it = g_failed.find(r->greq);
+    if (it != g_failed.end() && it->second == r) {
+      g_failed.erase(it);
+      g_failed_n.fetch_sub(1);
+    }
+  }
+  r->stage.release();
+  delete r;
+  return MPI_SUCCESS;
+}
+
+int cancel_fn(void*, int) { return MPI_SUCCESS; }  // a collective is not cancelled
+
+// The libcoll request of r is done (r->status): finish it and hand it to MPI.
+void complete(ShimReq* r) {
+  if (r->status == COLL_SUCCESS && r->stage.unpack() != MPI_SUCCESS) {
+    r->status = COLL_ERR_INTERNAL;
+    r->message = "MPI_Unpack of the result failed";
+  }
+  r->stage.release();
+  if (r->status != COLL_SUCCESS) {
+    count_error(r->fn);
+    r->handler = handler_of(r->comm);
+    std::lock_guard<std::mutex> l(g_failed_mutex);
+    g_failed[r->greq] = r;
+    g_failed_n.fetch_add(1);
+  }
+  PMPI_Grequest_complete(r->greq);  // r may be gone after this (freed already)
+}
+
+bool active() { return g_outstanding_n.load(std::memory_order_acquire) > 0 || g_failed_n.load() > 0; }
+
+// What the shim must report for a failed request in an array.
+struct Failed {
+  int index;
+  Fn fn;
+  MPI_Comm comm;
+  int status;
+  std::string message;
+  Handler handler;
+};
+
+void failed_in(int n, const MPI_Request* reqs, std::vector<Failed>& out) {
+  out.clear();
+  if (g_failed_n.load() == 0) return;
+  std::lock_guard<std::mutex> l(g_failed_mutex);
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    auto it = g_failed.find(reqs[i]);
+    if (it == g_failed.end()) continue;
+    const ShimReq* r = it->second;
+    out.push_back({i, r->fn, r->comm, r->status, r->message, r->handler});
+  }
+}
+
+int report(const Failed& f) {
+  return raise_error(f.comm, f.handler, fn_info(f.fn).mpi_name, f.status, f.message);
+}
+
+// The array forms: MPI_ERR_IN_STATUS, each status with its request's class.
+int report_in_status(int rc, const std::vector<const Failed*>& done, MPI_Status* statuses,
+                     const int* position_of_index, int n_status) {
+  if (done.empty() || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
+  if (statuses != MPI_STATUSES_IGNORE) {
+    if (rc == MPI_SUCCESS)
+      for (int k = 0; k < n_status; ++k) statuses[k].MPI_ERROR = MPI_SUCCESS;
+    for (const Failed* f : done) {
+      const int k = position_of_index ? position_of_index[f->index] : f->index;
+      if (k >= 0) statuses[k].MPI_ERROR = error_class(f->status);
+    }
+  }
+  report(*done.front());
+  return MPI_ERR_IN_STATUS;
+}
+
+struct InWait {
+  InWait() { t_in_wait = true; }
+  ~InWait() { t_in_wait = false; }
+};
+
+}  // namespace
+
+void requests_init() {}
+
+bool requests_outstanding() { return g_outstanding_n.load(std::memory_order_acquire) > 0; }
+
+int drive(bool try_only) {
+  std::vector<ShimReq*> done;
+  {
+    std::unique_lock<std::mutex> l(g_mutex, std::defer_lock);
+    if (try_only) {
+      if (!l.try_lock()) return 0;
+    } else {
+      l.lock();
+    }
+    for (size_t i = 0; i < g_outstanding.size();) {
+      ShimReq* r = g_outstanding[i];
+      int flag = 0;
+      const int rc = coll_test(&r->lreq, &flag);
+      if (rc != COLL_SUCCESS || flag) {
+        r->status = rc;
+        if (rc != COLL_SUCCESS) r->message = coll_comm_last_error(r->lc);
+        done.push_back(r);
+        g_outstanding[i] = g_outstanding.back();
+        g_outstanding.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    g_outstanding_n.store(int(g_outstanding.size()), std::memory_order_release);
+  }
+  // Outside the lock: MPI_Grequest_complete may run free_fn.
+  for (ShimReq* r : done) complete(r);
+  return int(done.size());
+}
+
+void drain_requests() {
+  Pacer pacer;
+  while (requests_outstanding()) {
+    drive(false);
+    mpi_progress();
+    pacer.pause();
+  }
+}
+
+void forget_comm(MPI_Comm comm) {
+  {
+    std::lock_guard<std::mutex> l(g_mutex);
+    for (ShimReq* r : g_outstanding)
+      if (r->comm == comm) r->comm = MPI_COMM_NULL;
+  }
+  std::lock_guard<std::mutex> l(g_failed_mutex);
+  for (auto& [h, r] : g_failed)
+    if (r->comm == comm) r->comm = MPI_COMM_NULL;
+}
+
+int wait_coll(coll_request_t* request) {
+  Pacer pacer;
+  for (;;) {
+    int flag = 0;
+    const int rc = coll_test(request, &flag);
+    if (rc != COLL_SUCCESS || flag) return rc;
+    mpi_progress();
+    pacer.pause();
+  }
+}
+
+int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan& plan,
+                 MPI_Request* request) {
+  auto* r = new ShimReq;
+  r->fn = fn;
+  r->comm = comm;
+  r->lc = lc;
+  r->lreq = lreq;
+  r->stage = plan.stage;
+  plan.stage = Staging{};
+  const int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, &r->greq);
+  if (rc != MPI_SUCCESS) {
+    // The operation is started on every rank: finish it here.
+    wait_coll(&r->lreq);
+    r->stage.unpack();
+    r->stage.release();
+    delete r;
+    *request = MPI_REQUEST_NULL;
+    return rc;
+  }
+  *request = r->greq;
+  int flag = 0;
+  const int crc = coll_test(&r->lreq, &flag);
+  if (crc != COLL_SUCCESS || flag) {
+    r->status = crc;
+    if (crc != COLL_SUCCESS) r->message = coll_comm_last_error(lc);
+    complete(r);
+    return MPI_SUCCESS;
+  }
+  std::lock_guard<std::mutex> l(g_mutex);
+  g_outstanding.push_back(r);
+  g_outstanding_n.store(int(g_outstanding.size()), std::memory_order_release);
+  return MPI_SUCCESS;
+}
+
+}  // namespace shim
+
+// ---- the MPI wait/test family -------------------------------------------------
+
+using shim::Failed;
+
+extern "C" {
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  if (!request || !shim::active()) return PMPI_Wait(request, status);
+  std::vector<Failed> failed;
+  shim::failed_in(1, request, failed);
+  int rc;
+  {
+    shim::InWait in;
+    shim::Pacer pacer;
+    for (;;) {
+      if (!shim::requests_outstanding()) {
+        rc = PMPI_Wait(request, status);
+        break;
+      }
+      shim::drive(false);
+      int flag = 0;
+      rc = PMPI_Test(request, &flag, status);
+      if (rc != MPI_SUCCESS || flag) break;
+      pacer.pause();
+    }
+  }
+  if (rc == MPI_SUCCESS && !failed.empty()) rc = shim::report(failed[0]);
+  return rc;
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  if (!request || !shim::active()) return PMPI_Test(request, flag, status);
+  std::vector<Failed> failed;
+  shim::failed_in(1, request, failed);
+  if (shim::requests_outstanding()) shim::drive(false);
+  int rc;
+  {
+    shim::InWait in;
+    rc = PMPI_Test(request, flag, status);
+  }
+  if (rc == MPI_SUCCESS && *flag && !failed.empty()) rc = shim::report(failed[0]);
+  return rc;
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  if (count <= 0 || !requests || !shim::active()) return PMPI_Waitall(count, requests, statuses);
+  std::vector<Failed> failed;
+  shim::failed_in(count, requests, failed);
+  int rc;
+  {
+    shim::InWait in;
+    shim::Pacer pacer;
+    for (;;) {
+      if (!shim::requests_outstanding()) {
+        rc = PMPI_Waitall(count, requests, statuses);
+        break;
+      }
+      shim::drive(false);
+      int flag = 0;
+      rc = PMPI_Testall(count, requests, &flag, statuses);
+      if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || flag) break;
+      pacer.pause();
+    }
+  }
+  std::vector<const Failed*> done;
+  for (const Failed& f : failed) done.push_back(&f);
+  return shim::report_in_status(rc, done, statuses, nullptr, count);
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  if (count <= 0 || !requests || !shim::active()) return PMPI_Testall(count, requests, flag, statuses);
+  std::vector<Failed> failed;
+  shim::failed_in(count, requests, failed);
+  if (shim::requests_outstanding()) shim::drive(false);
+  int rc;
+  {
+    shim::InWait in;
+    rc = PMPI_Testall(count, requests, flag, statuses);
+  }
+  if (!*flag) return rc;
+  std::vector<const Failed*> done;
+  for (const Failed& f : failed) done.push_back(&f);
+  return shim::report_in_status(rc, done, statuses, nullptr, count);
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  if (count <= 0 || !requests || !shim::active()) return PMPI_Waitany(count, requests, index, status);
+  std::vector<Failed> failed;
+  shim::failed_in(count, requests, failed);
+  int rc;
+  {
+    shim::InWait in;
+    shim::Pacer pacer;
+    for (;;) {
+      if (!shim::requests_outstanding()) {
+        rc = PMPI_Waitany(count, requests, index, status);
+        break;
+      }
+      shim::drive(false);
+      int flag = 0;
+      rc = PMPI_Testany(count, requests, index, &flag, status);
+      if (rc != MPI_SUCCESS || flag) break;
+      pacer.pause();
+    }
+  }
+  if (rc == MPI_SUCCESS)
+    for (const Failed& f : failed)
+      if (f.index == *index) return shim::report(f);
+  return rc;
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  if (count <= 0 || !requests || !shim::active())
+    return PMPI_Testany(count, requests, index, flag, status);
+  std::vector<Failed> failed;
+  shim::failed_in(count, requests, failed);
+  if (shim::requests_outstanding()) shim::drive(false);
+  int rc;
+  {
+    shim::InWait in;
+    rc = PMPI_Testany(count, requests, index, flag, status);
+  }
+  if (rc == MPI_SUCCESS && *flag)
+    for (const Failed& f : failed)
+      if (f.index == *index) return shim::report(f);
+  return rc;
+}
+
+namespace {
+int some_result(int rc, const std::vector<Failed>& failed, int count, int outcount,
+                const int indices[], MPI_Status statuses[]) {
+  if (outcount == MPI_UNDEFINED || outcount <= 0 || failed.empty()) return rc;
+  std::vector<int> position(size_t(count), -1);
+  for (int k = 0; k < outcount; ++k) position[size_t(indices[k])] = k;
+  std::vector<const Failed*> done;
+  for (const Failed& f : failed)
+    if (position[size_t(f.index)] >= 0) done.push_back(&f);
+  return shim::report_in_status(rc, done, statuses, position.data(), outcount);
+}
+}  // namespace
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                 MPI_Status statuses[]) {
+  if (incount <= 0 || !requests || !shim::active())
+    return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+  std::vector<Failed> failed;
+  shim::failed_in(incount, requests, failed);
+  int rc;
+  {
+    shim::InWait in;
+    shim::Pacer pacer;
+    for (;;) {
+      if (!shim::requests_outstanding()) {
+        rc = PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+        break;
+      }
+      shim::drive(false);
+      rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+      if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *outcount != 0) break;
+      pacer.pause();
+    }
+  }
+  return some_result(rc, failed, incount, *outcount, indices, statuses);
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                 MPI_Status statuses[]) {
+  if (incount <= 0 || !requests || !shim::active())
+    return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+  std::vector<Failed> failed;
+  shim::failed_in(incount, requests, failed);
+  if (shim::requests_outstanding()) shim::drive(false);
+  int rc;
+  {
+    shim::InWait in;
+    rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+  }
+  return some_result(rc, failed, incount, *outcount, indices, statuses);
+}
+
+int MPI_Request_free(MPI_Request* request) {
+  // A served request goes on in the background (its libcoll request stays
+  // in the list until done); MPI frees the handle when both happened.
+  if (shim::requests_outstanding()) shim::drive(false);
+  return PMPI_Request_free(request);
+}
+
+}  // extern "C"

@@ -1,0 +1,230 @@
+// libcoll_mpi: the internal interface between the parts of the PMPI shim.
+//
+//   state.cpp        configuration (COLL_MPI_*), MPI_Init/MPI_Finalize, the
+//                    agreement at init, statistics, MPI progress and the
+//                    progress hook, error reporting
+//   comms.cpp        an MPI communicator -> its libcoll communicator
+//                    (attribute caching, creation at intercepted creators,
+//                    lazy creation for communicators congruent to world)
+//   types.cpp        datatypes and operators: which calls libcoll can serve
+//   requests.cpp     generalized requests, driving libcoll from the MPI
+//                    wait/test family
+//   collectives.cpp  the dispatch table and the MPI collective entry points
+//   fortran.cpp      the mpif.h / use mpi / use mpi_f08 entry points
+//
+// The one rule everything here keeps: whether a call is served by libcoll or
+// passed to PMPI_ depends only on arguments that MPI requires to match on
+// every rank of the communicator, on per-communicator state that changes at
+// the same call on every rank, and on configuration that is checked to be
+// the same everywhere at MPI_Init. Every rank takes the same path.
+#pragma once
+
+#include <coll/coll.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace shim {
+
+// ---- the dispatch table (collectives.cpp) ----------------------------------
+
+// One enumerator per MPI function the shim can serve. Adding a collective:
+// an enumerator here, a row in kFns (collectives.cpp), its MPI_ entry point
+// there, and its Fortran entry point in fortran.cpp.
+enum class Fn : int { kAllreduce, kIallreduce, kBcast, kIbcast, kBarrier, kIbarrier, kCount };
+constexpr int kFnCount = int(Fn::kCount);
+
+// What the arguments of a collective are, for the decision to serve it.
+enum class Kind {
+  kReduction,  // typed elements and an operator (allreduce, reduce, scan, ...)
+  kBytes,      // data moved unchanged: any datatype, as bytes (bcast, gather, ...)
+  kNone,       // no data (barrier)
+};
+
+// Why a call went to PMPI_ (the statistics count each).
+enum class Reason : int {
+  kDisabled,     // COLL_MPI_DISABLE=1
+  kUnavailable,  // libcoll did not come up on every rank
+  kNotSelected,  // not in COLL_MPI_COLLECTIVES
+  kInterComm,    // an inter-communicator
+  kComm,         // a communicator without a libcoll counterpart
+  kCommPending,  // congruent to world, first used by a non-blocking call
+  kUserOp,       // a user-defined operator
+  kOp,           // a predefined operator libcoll lacks (MPI_LAND, MPI_MAXLOC, ...)
+  kDatatype,     // an element type libcoll lacks, or several element types
+  kOpDatatype,   // the operator is not defined on the datatype (MPI_BAND on float)
+  kArgs,         // arguments MPI rejects (count < 0, root out of range): MPI reports it
+  kCount
+};
+constexpr int kReasonCount = int(Reason::kCount);
+const char* reason_name(Reason r);
+
+// The arguments of one MPI collective call.
+struct Call {
+  Fn fn;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;  // bcast: the buffer
+  int count = 0;
+  MPI_Datatype datatype = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  int root = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+// A non-contiguous datatype travels through a contiguous copy: packed before
+// the libcoll call, unpacked after it.
+struct Staging {
+  char* tmp = nullptr;
+  void* user = nullptr;   // where the result is unpacked (nullptr: nothing to unpack)
+  int count = 0;
+  MPI_Datatype datatype = MPI_DATATYPE_NULL;  // our own reference (a dup)
+  MPI_Count size = 0, extent = 0;             // of datatype
+  bool owned = false;                         // datatype is a dup of the user's
+  void release();
+  int unpack();           // MPI_SUCCESS or an MPI error code
+};
+
+// The libcoll arguments of a served call.
+struct Plan {
+  coll_comm_t lc = COLL_COMM_NULL;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  coll_datatype_t type = COLL_UINT8;
+  coll_op_t op = COLL_SUM;
+  int root = 0;
+  Staging stage;
+};
+
+struct FnInfo {
+  const char* mpi_name;  // "MPI_Allreduce"
+  const char* knob;      // its name in COLL_MPI_COLLECTIVES ("allreduce": both forms)
+  Kind kind;
+  bool nonblocking;
+  int (*start)(const Plan&, coll_request_t*);  // the libcoll non-blocking call
+};
+const FnInfo& fn_info(Fn fn);
+
+// Serves the call if it can: returns true and sets *rc (the MPI return code)
+// when it did; false when the caller must call PMPI_.
+bool serve(Call& call, MPI_Request* request, int* rc);
+
+// ---- configuration and process state (state.cpp) ---------------------------
+
+struct Config {
+  bool disabled = false;          // COLL_MPI_DISABLE=1
+  bool stats = false;             // COLL_MPI_STATS=1
+  uint32_t selected = ~0u;        // bit per Fn (COLL_MPI_COLLECTIVES)
+  bool progress_hook = true;      // COLL_MPI_PROGRESS_HOOK=0 turns it off
+  std::string selected_text;      // for the statistics header
+};
+extern Config g_config;
+// libcoll is up on every rank and the configuration agreed: calls may be served.
+extern std::atomic<bool> g_active;
+// libcoll handles may be used (between init and coll_finalize).
+extern std::atomic<bool> g_coll_live;
+extern int g_thread_level;  // as MPI_Init_thread provided
+extern int g_world_rank, g_world_size;
+
+void start(int* argc, char*** argv, int provided);  // after PMPI_Init*
+int finish();                                        // MPI_Finalize
+
+// Statistics.
+void count_served(Fn fn);
+void count_passed(Fn fn, Reason why);
+void count_error(Fn fn);
+enum class CommEvent : int { kDerived, kLazy, kShared, kRefused, kFailed, kCount };
+void count_comm(CommEvent e);
+
+// Lets MPI progress once (opal_progress where Open MPI has it): called by the
+// shim's waits, so that a peer blocked in MPI on this rank is not stuck.
+void mpi_progress();
+// Spin-then-yield pacing for the shim's polling loops.
+class Pacer {
+ public:
+  void pause();
+ private:
+  uint64_t polls_ = 0;
+  double idle_since_ = -1;
+  bool napping_ = false;
+};
+
+// Reports a libcoll failure through the communicator's MPI error handler:
+// MPI_ERRORS_ARE_FATAL prints the libcoll message and aborts, a user handler
+// is called, MPI_ERRORS_RETURN returns. The MPI error class is returned.
+int error_class(int coll_status);
+enum class Handler { kFatal, kReturn, kUser };
+Handler handler_of(MPI_Comm comm);
+int raise_error(MPI_Comm comm, Handler h, const char* fn, int coll_status, const std::string& message);
+
+// ---- communicators (comms.cpp) ----------------------------------------------
+
+struct ShimComm {
+  coll_comm_t lc = COLL_COMM_NULL;
+  int rank = 0, size = 0;
+  bool owned = false;   // made for this MPI communicator: freed with it
+  bool fixed = false;   // one of the shim's own (world, self): never deleted
+  bool broken = false;  // a libcoll creation on it failed (agreed): served no more
+  bool leak = false;    // not every rank holds it: never coll_comm_free'd
+  size_t cost = 0;      // window bytes reserved in the budget
+};
+void comms_init();      // keyval, the window budget
+bool comms_start();     // world and self (collective over world; false: not on every rank)
+void comms_finalize();
+// The libcoll side of comm, or nullptr (then *why says why). may_create: the
+// call is blocking, so a communicator congruent to world may be set up now.
+ShimComm* lookup(MPI_Comm comm, bool may_create, Reason* why);
+// After a PMPI_ creator that is collective over parent (split, create, cart,
+// graph, ...): gives *newcomm its libcoll communicator. rc: what PMPI_ returned.
+void derive(MPI_Comm parent, int rc, MPI_Comm* newcomm);
+int comm_dup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Info info, bool with_info);
+// Every rank of comm takes part: the minimum of v.
+int agree(int v, MPI_Comm comm);
+
+// ---- datatypes and operators (types.cpp) ------------------------------------
+
+enum class Category { kSigned, kUnsigned, kFloat, kComplex, kByte, kOther };
+struct TypeInfo {
+  enum Elements { kEmpty, kOne, kMixed } elements = kMixed;
+  Category category = Category::kOther;  // kOne: the element type's
+  coll_datatype_t ctype = COLL_UINT8;    // kOne, supported: libcoll's type
+  size_t per = 0;                        // libcoll elements per datatype element
+  MPI_Count size = 0;                    // bytes of data per datatype element
+  MPI_Count extent = 0, true_lb = 0, true_extent = 0;
+  // count elements at buf are one block of count * size bytes at buf + true_lb.
+  bool dense(int count) const {
+    return size == true_extent && (count <= 1 || extent == size);
+  }
+};
+void types_init();
+// nullptr: not a datatype we can read (MPI_DATATYPE_NULL, ...).
+const TypeInfo* type_info(MPI_Datatype datatype);
+// The libcoll operator; false with *why for one libcoll lacks.
+bool map_op(MPI_Op op, coll_op_t* out, Reason* why);
+bool op_allowed(Category c, coll_op_t op);
+// Copies between count elements of datatype at buf and the contiguous bytes at packed.
+int pack(const void* buf, int count, MPI_Datatype datatype, MPI_Count size, MPI_Count extent,
+         char* packed);
+int unpack(const char* packed, int count, MPI_Datatype datatype, MPI_Count size, MPI_Count extent,
+           void* buf);
+
+// ---- requests (requests.cpp) ------------------------------------------------
+
+// Waits for a libcoll request, letting MPI progress meanwhile.
+int wait_coll(coll_request_t* request);
+// A served non-blocking call: the generalized request for the started
+// libcoll request (which takes plan's staging).
+int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan& plan,
+                 MPI_Request* request);
+// Advances every outstanding libcoll request; completes the generalized
+// request of each that finished. try_only: give up if another thread drives.
+int drive(bool try_only);
+bool requests_outstanding();
+void drain_requests();         // before coll_finalize
+void forget_comm(MPI_Comm comm);  // its requests no longer name it (MPI_Comm_free)
+void requests_init();
+
+}  // namespace shim

@@ -1,0 +1,22 @@
+! The PMPI shim under `use mpi_f08`: Open MPI's mpi_f08 wrappers call the
+! mpif.h layer (ompi_allreduce_f, ...), which the shim defines too.
+program pmpi_f08
+  use mpi_f08
+  implicit none
+  integer :: rank, nprocs, total, errors
+  double precision :: x(2)
+  errors = 0
+  call MPI_Init()
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs)
+  call MPI_Allreduce(rank, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
+  if (total /= nprocs * (nprocs - 1) / 2) errors = errors + 1
+  x = (/ 1d0, dble(rank) /)
+  call MPI_Allreduce(MPI_IN_PLACE, x, 2, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD)
+  if (abs(x(1) - dble(nprocs)) + abs(x(2) - dble(nprocs * (nprocs - 1) / 2)) > 0.5d-12) errors = errors + 1
+  call MPI_Bcast(x, 2, MPI_DOUBLE_PRECISION, 0, MPI_COMM_WORLD)
+  call MPI_Barrier(MPI_COMM_WORLD)
+  call MPI_Reduce(errors, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD)
+  if (rank == 0 .and. total == 0) print '(a,i0)', 'pmpi_f08: all checks passed at np ', nprocs
+  call MPI_Finalize()
+end program pmpi_f08
