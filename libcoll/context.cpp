@@ -61,6 +61,11 @@ class LockedTransport final : public Transport {
     std::lock_guard<std::mutex> l(m_);
     return t_->poll(out, max);
   }
+  // The placement words are single atomic loads and stores in shared
+  // memory (wait_policy.hpp): no lock.
+  bool shares_cpu_placement() const override { return t_->shares_cpu_placement(); }
+  void publish_cpu(int cpu) override { t_->publish_cpu(cpu); }
+  bool other_rank_on_cpu(int cpu) const override { return t_->other_rank_on_cpu(cpu); }
   bool needs_local_registration() const override { return t_->needs_local_registration(); }
   size_t default_zcopy_threshold() const override { return t_->default_zcopy_threshold(); }
   void check_peer(int peer) override {
