@@ -160,10 +160,7 @@ void Communicator::start(Operation& op) {
   op.message.clear();
   op.next = nullptr;
   if (failed_status_) {
-    op.status = failed_status_;
-    op.message = "the communicator failed earlier: " + failed_message_;
-    op.active = false;
-    op.complete = true;
+    end_activation(op, failed_status_, "the communicator failed earlier: " + failed_message_);
     return;
   }
   if (tail_)
@@ -216,8 +213,10 @@ bool Communicator::advance() {
 }
 
 // The activation is over: its task goes, its own pins are released (a
-// persistent operation keeps those of its init), and it is complete.
-void Communicator::end_activation(Operation& op) {
+// persistent operation keeps those of its init), its status is set and,
+// last, it is complete: a thread waiting without the progress lock reads
+// complete/active first and then the status (operation.hpp).
+void Communicator::end_activation(Operation& op, int status, const std::string& message) {
   op.next = nullptr;
   op.task = Task();
   for (size_t i = op.held_pins; i < op.pins.size(); ++i) {
@@ -228,8 +227,10 @@ void Communicator::end_activation(Operation& op) {
     }
   }
   op.pins.resize(op.held_pins);
-  op.active = false;
+  op.status = status;
+  op.message = message;
   op.complete = true;
+  op.active = false;
 }
 
 void Communicator::finish(Operation& op) {
@@ -237,23 +238,25 @@ void Communicator::finish(Operation& op) {
   if (!head_) tail_ = nullptr;
   std::exception_ptr error = op.task.error();
   channel_->use_pins(nullptr);
-  end_activation(op);
+  int status = 0;
+  std::string message;
   if (error) {
     try {
       std::rethrow_exception(error);
     } catch (const Error& e) {
-      op.status = e.status();
-      op.message = e.what();
+      status = e.status();
+      message = e.what();
     } catch (const std::bad_alloc&) {
-      op.status = COLL_ERR_NO_RESOURCES;
-      op.message = "out of memory";
+      status = COLL_ERR_NO_RESOURCES;
+      message = "out of memory";
     } catch (const std::exception& e) {
-      op.status = COLL_ERR_INTERNAL;
-      op.message = std::string("internal error: ") + e.what();
+      status = COLL_ERR_INTERNAL;
+      message = std::string("internal error: ") + e.what();
     }
-    // A failure inside the exchange leaves the ranks out of step: sticky.
-    fail(op.status, op.message);
   }
+  end_activation(op, status, message);
+  // A failure inside the exchange leaves the ranks out of step: sticky.
+  if (status) fail(status, message);
 }
 
 void Communicator::fail(int status, const std::string& message) {
@@ -263,9 +266,7 @@ void Communicator::fail(int status, const std::string& message) {
   }
   while (Operation* op = head_) {
     head_ = op->next;
-    end_activation(*op);
-    op->status = status;
-    op->message = message;
+    end_activation(*op, status, message);
   }
   tail_ = nullptr;
   channel_->use_pins(nullptr);

@@ -110,7 +110,7 @@ class Communicator {
  private:
   void begin(Operation& op);
   void finish(Operation& op);
-  void end_activation(Operation& op);
+  void end_activation(Operation& op, int status, const std::string& message);
   Blocker* blocked_on(Operation& op);
 
   Context& ctx_;

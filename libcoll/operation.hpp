@@ -8,6 +8,7 @@
 // operations of different communicators advance independently.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -32,8 +33,13 @@ struct Operation {
   Args args;
 
   bool persistent = false;
-  bool active = false;    // started and not yet complete
-  bool complete = false;  // the last activation has ended
+  // Written under the communicator's progress lock by whichever thread
+  // advanced the operation; read without it by the waiting thread (its
+  // first check, coll_test, request bookkeeping). Atomic, so that the read
+  // is not a data race and the release store of complete publishes status
+  // and message to the thread that sees it.
+  std::atomic<bool> active{false};    // started and not yet complete
+  std::atomic<bool> complete{false};  // the last activation has ended
   int status = 0;         // of the last activation
   std::string message;
 
