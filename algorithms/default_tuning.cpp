@@ -67,6 +67,40 @@ bcast         5+     0          binomial
 barrier       *      0          tree
 
 allgather     *      0          ring
+allgather     3+     0          bruck
+allgather     3+     16K        ring
+allgatherv    *      0          ring
+allgatherv    3+     0          bruck
+allgatherv    3+     16K        ring
+
+reduce        *      0          binomial
+reduce        3+     256K       reduce_scatter_gather
+
+reduce_scatter_block  *  0      recursive_halving
+reduce_scatter_block  *  64K    ring
+reduce_scatter        *  0      recursive_halving
+reduce_scatter        *  64K    ring
+
+gather        *      0          linear
+gather        5+     0          binomial
+gather        5+     8K         linear
+gatherv       *      0          linear
+scatter       *      0          linear
+scatter       5+     0          binomial
+scatter       5+     8K         linear
+scatterv      *      0          linear
+
+alltoall      *      0          linear
+alltoall      *      32K        pairwise
+alltoall      9+     0          bruck
+alltoall      9+     512        linear
+alltoallv     *      0          linear
+alltoallv     9+     0          pairwise
+
+scan          *      0          recursive_doubling
+scan          *      256K       linear
+exscan        *      0          recursive_doubling
+exscan        *      256K       linear
 )";
 
 }  // namespace coll

@@ -74,7 +74,7 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
   op.args = args;
   info.check(op.args, size(), rank());
   const Algorithm* algo = ctx_.forced(c);
-  if (!algo) algo = &choose_algorithm(c, size(), op.args.bytes);
+  if (!algo) algo = &choose_algorithm(c, size(), op.args.select_bytes);
   last_[int(c)] = algo->name;
   const bool trivial = info.empty(op.args) || size() == 1;
   if (trivial && !persistent) {
