@@ -224,7 +224,7 @@ void check_allgather(Args& a, int size, int rank) {
   }
   if (a.count > 0 && !a.sendbuf)
     fail(COLL_ERR_INVALID_ARG, "allgather: NULL sendbuf with count %zu", a.count);
-  if (a.sendbuf != own && overlaps(a.sendbuf, a.recvbuf, a.bytes * size_t(size)))
+  if (a.sendbuf != own && ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, a.bytes * size_t(size)))
     fail(COLL_ERR_INVALID_ARG, "allgather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
 }
 
@@ -334,7 +334,7 @@ void check_gather(Args& a, int size, int rank) {
     a.in_place = true;
   }
   null_check(a.sendbuf, a.bytes, name, "sendbuf");
-  if (a.sendbuf != own && overlaps(a.sendbuf, a.recvbuf, a.bytes * size_t(size)))
+  if (a.sendbuf != own && ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, a.bytes * size_t(size)))
     fail(COLL_ERR_INVALID_ARG, "gather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
 }
 
@@ -396,7 +396,7 @@ void check_scatter(Args& a, int size, int rank) {
     a.in_place = true;
   }
   null_check(a.recvbuf, a.bytes, name, "recvbuf");
-  if (a.recvbuf != own && overlaps(a.recvbuf, a.sendbuf, a.bytes * size_t(size)))
+  if (a.recvbuf != own && ranges_overlap(a.recvbuf, a.bytes, a.sendbuf, a.bytes * size_t(size)))
     fail(COLL_ERR_INVALID_ARG, "scatter: recvbuf overlaps sendbuf (use COLL_IN_PLACE)");
 }
 
