@@ -29,7 +29,7 @@ Task binomial_gather(Channel& ch, const Args& a) {
   const int n = ch.size(), root = a.root;
   const int v = binomial::relative(ch.rank(), root, n);
   const size_t block = a.bytes;
-  const gather::Run mine = gather::subtree_run(v, n);
+  const gather::BlockRun mine = gather::subtree_run(v, n);
   const std::vector<int> kids = binomial::children(v, n);
   auto rank_of = [&](int u) { return binomial::absolute(u, root, n); };
 
@@ -38,7 +38,7 @@ Task binomial_gather(Channel& ch, const Args& a) {
     if (a.sendbuf != out + size_t(root) * block)
       std::memcpy(out + size_t(root) * block, a.sendbuf, block);
     for (int kid : kids) {
-      const gather::Run run = gather::subtree_run(kid, n);
+      const gather::BlockRun run = gather::subtree_run(kid, n);
       for (const gather::Piece& p : gather::pieces(run.lo, run.hi, root, n))
         co_await recv_bytes(ch, rank_of(kid), size_t(p.blocks) * block,
                             CopyTo{out + size_t(p.first) * block});
@@ -52,7 +52,7 @@ Task binomial_gather(Channel& ch, const Args& a) {
     scratch.allocate(ch, size_t(mine.hi - mine.lo) * block);
     std::memcpy(scratch.get(), a.sendbuf, block);
     for (int kid : kids) {
-      const gather::Run run = gather::subtree_run(kid, n);
+      const gather::BlockRun run = gather::subtree_run(kid, n);
       char* at = scratch.get() + size_t(run.lo - v) * block;
       for (const gather::Piece& p : gather::pieces(run.lo, run.hi, root, n))
         co_await recv_bytes(ch, rank_of(kid), size_t(p.blocks) * block,

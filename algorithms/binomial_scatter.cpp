@@ -28,7 +28,7 @@ Task binomial_scatter(Channel& ch, const Args& a) {
   const int n = ch.size(), root = a.root;
   const int v = binomial::relative(ch.rank(), root, n);
   const size_t block = a.bytes;
-  const gather::Run mine = gather::subtree_run(v, n);
+  const gather::BlockRun mine = gather::subtree_run(v, n);
   std::vector<int> kids = binomial::children(v, n);
   std::reverse(kids.begin(), kids.end());  // the biggest subtree has the longest way
   auto rank_of = [&](int u) { return binomial::absolute(u, root, n); };
@@ -37,7 +37,7 @@ Task binomial_scatter(Channel& ch, const Args& a) {
   if (v == 0) {
     const auto* in = static_cast<const char*>(a.sendbuf);
     for (int kid : kids) {
-      const gather::Run run = gather::subtree_run(kid, n);
+      const gather::BlockRun run = gather::subtree_run(kid, n);
       for (const gather::Piece& p : gather::pieces(run.lo, run.hi, root, n))
         co_await send_bytes(ch, rank_of(kid), in + size_t(p.first) * block,
                             size_t(p.blocks) * block);
@@ -57,7 +57,7 @@ Task binomial_scatter(Channel& ch, const Args& a) {
     co_await recv_bytes(ch, parent, size_t(p.blocks) * block,
                         CopyTo{scratch.get() + size_t(p.offset) * block});
   for (int kid : kids) {
-    const gather::Run run = gather::subtree_run(kid, n);
+    const gather::BlockRun run = gather::subtree_run(kid, n);
     const char* at = scratch.get() + size_t(run.lo - v) * block;
     for (const gather::Piece& p : gather::pieces(run.lo, run.hi, root, n))
       co_await send_bytes(ch, rank_of(kid), at + size_t(p.offset) * block,

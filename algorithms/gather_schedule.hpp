@@ -44,10 +44,10 @@ inline std::vector<Piece> pieces(int lo, int hi, int root, int n) {
 }
 
 // The run of v's subtree, and of each child's.
-struct Run {
+struct BlockRun {
   int lo;
   int hi;
 };
-inline Run subtree_run(int v, int n) { return {v, binomial::subtree_end(v, n)}; }
+inline BlockRun subtree_run(int v, int n) { return {v, binomial::subtree_end(v, n)}; }
 
 }  // namespace coll::gather
