@@ -242,6 +242,8 @@ void check_vector_reduction(Args& a, const char* name, bool rooted, int size, in
     a.in_place = true;
   }
   if (!gets_result) a.recvbuf = nullptr;  // significant at the root only
+  // As for allreduce, passing the same buffer twice means in place.
+  if (gets_result && a.sendbuf == a.recvbuf) a.in_place = true;
   null_check(a.sendbuf, a.bytes, name, "sendbuf");
   if (gets_result) null_check(a.recvbuf, a.bytes, name, "recvbuf");
   if (gets_result && a.sendbuf != a.recvbuf && overlaps(a.sendbuf, a.recvbuf, a.bytes))
