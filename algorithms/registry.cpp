@@ -313,6 +313,7 @@ void check_reduce_scatter(Args& a, int size, int rank) {
   if (!a.in_place && ranges_overlap(a.sendbuf, input, a.recvbuf, own))
     fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
   a.count = e.total;
+  a.recvcount = a.recvcounts[rank];  // for buffers(), which is not told the rank
   a.bytes = input;
   a.select_bytes = input / size_t(size);
 }
@@ -569,10 +570,9 @@ Buffers buffers_reduce_scatter_block(const Args& a, int size) {
   return {{a.sendbuf, input}, {a.recvbuf, a.bytes}};
 }
 Buffers buffers_reduce_scatter(const Args& a, int) {
-  // recvbuf: its block, or the whole input in place; both lie within bytes
-  // of its start.
+  // In place, recvbuf holds the whole input.
   if (a.in_place) return {{a.recvbuf, a.bytes}};
-  return {{a.sendbuf, a.bytes}, span_of(a.recvbuf, a, a.recvcounts, nullptr, 1)};
+  return {{a.sendbuf, a.bytes}, {a.recvbuf, a.recvcount * a.elem_size}};
 }
 Buffers buffers_alltoall(const Args& a, int size) {
   const size_t all = a.bytes * size_t(size);
