@@ -62,7 +62,9 @@ struct Args {
   void* recvbuf = nullptr;
   // Elements: allreduce, bcast, reduce, scan, exscan: the vector;
   // allgather, gather, scatter, alltoall: per rank; reduce_scatter_block:
-  // each rank's block of the result (recvcount).
+  // each rank's block of the result (recvcount). The v-collectives and
+  // reduce_scatter pass none: their check sets it to what this rank moves
+  // in all (the descriptor's `empty` reads it).
   size_t count = 0;
   int datatype = 0;
   int op = 0;
