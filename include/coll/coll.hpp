@@ -192,15 +192,6 @@ class Comm {
   }
   Request barrier_init() const { return request(coll_barrier_init, comm_); }
 
- private:
-  // Calls a coll_i* or coll_*_init function, whose last argument is the
-  // request it makes.
-  template <class Fn, class... A>
-  Request request(Fn fn, A... args) const {
-    coll_request_t r = COLL_REQUEST_NULL;
-    check(fn(args..., &r), comm_);
-    return Request(r, comm_);
-  }
 
   // The rest of the collective set, with the C API's arguments (coll.h):
   // X(...) blocks, iX(...) and X_init(...) return the Request.
@@ -442,6 +433,14 @@ class Comm {
   }
 
  private:
+  // Calls a coll_i* or coll_*_init function, whose last argument is the
+  // request it makes.
+  template <class Fn, class... A>
+  Request request(Fn fn, A... args) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(fn(args..., &r), comm_);
+    return Request(r, comm_);
+  }
   coll_comm_t comm_;
   bool owned_ = false;
 };
