@@ -23,24 +23,72 @@ namespace coll {
 
 class Channel;
 
-enum class Coll { kAllreduce, kBcast, kBarrier, kAllgather };
-inline constexpr int kCollCount = 4;
+enum class Coll {
+  kAllreduce,
+  kBcast,
+  kBarrier,
+  kAllgather,
+  kReduce,
+  kAllgatherv,
+  kReduceScatterBlock,
+  kReduceScatter,
+  kGather,
+  kGatherv,
+  kScatter,
+  kScatterv,
+  kAlltoall,
+  kAlltoallv,
+  kScan,
+  kExscan,
+};
+inline constexpr int kCollCount = 16;
 
 // The arguments of any collective (the union of what they take, as UCC's
 // ucc_coll_args). The API fills the raw fields; the descriptor's check
 // validates them and fills the derived ones.
+//
+// The count and displacement arrays are the caller's (MPI keeps them valid
+// until the operation completes, and for the life of a persistent
+// request), so Args points at them; every one has comm-size entries, in
+// elements. Where a collective or this rank does not use one, it is
+// nullptr or ignored.
 struct Args {
   // raw
-  const void* sendbuf = nullptr;  // COLL_IN_PLACE: the check replaces it
+  // COLL_IN_PLACE: the check replaces it with where this rank's input
+  // already is (recvbuf, or its block of recvbuf), and sets in_place.
+  const void* sendbuf = nullptr;
+  // scatter(v) at the root: COLL_IN_PLACE, replaced by the root's block of
+  // sendbuf.
   void* recvbuf = nullptr;
-  size_t count = 0;  // elements (allgather: per rank)
+  // Elements: allreduce, bcast, reduce, scan, exscan: the vector;
+  // allgather, gather, scatter, alltoall: per rank; reduce_scatter_block:
+  // each rank's block of the result (recvcount). The v-collectives and
+  // reduce_scatter pass none: their check sets it to what this rank moves
+  // in all (the descriptor's `empty` reads it).
+  size_t count = 0;
   int datatype = 0;
   int op = 0;
   int root = 0;
+  size_t sendcount = 0;                // allgatherv, gatherv
+  size_t recvcount = 0;                // scatterv
+  const size_t* sendcounts = nullptr;  // scatterv (root), alltoallv
+  const size_t* sdispls = nullptr;     // scatterv (root: displs), alltoallv
+  const size_t* recvcounts = nullptr;  // allgatherv, gatherv (root), reduce_scatter, alltoallv
+  const size_t* rdispls = nullptr;     // allgatherv, gatherv (root: displs), alltoallv
   // derived
   size_t elem_size = 0;  // bytes per element
   ReduceFn reduce = nullptr;
-  size_t bytes = 0;  // what the selection table is keyed by
+  // The bytes of the call at this rank (non-zero whenever it touches a user
+  // buffer): the registrations and the zero-copy choice go by it.
+  size_t bytes = 0;
+  // What the selection table is keyed by: a size every rank of the call
+  // computes alike, so that all choose the same algorithm (the message of
+  // allreduce, bcast, reduce, scan; the per-rank block of allgather,
+  // gather, scatter, alltoall, reduce_scatter_block; the mean block of
+  // allgatherv and reduce_scatter; 0 where no rank knows the others' sizes:
+  // gatherv, scatterv, alltoallv).
+  size_t select_bytes = 0;
+  bool in_place = false;  // COLL_IN_PLACE was passed
 
   size_t count_bytes() const { return count * elem_size; }
 };
@@ -110,5 +158,29 @@ Task linear_bcast(Channel& ch, const Args& args);
 Task tree_barrier(Channel& ch, const Args& args);
 Task dissemination_barrier(Channel& ch, const Args& args);
 Task ring_allgather(Channel& ch, const Args& args);
+Task bruck_allgather(Channel& ch, const Args& args);
+Task ring_allgatherv(Channel& ch, const Args& args);
+Task bruck_allgatherv(Channel& ch, const Args& args);
+Task binomial_reduce(Channel& ch, const Args& args);
+Task reduce_scatter_gather_reduce(Channel& ch, const Args& args);
+Task ring_reduce_scatter_block(Channel& ch, const Args& args);
+Task recursive_halving_reduce_scatter_block(Channel& ch, const Args& args);
+Task ring_reduce_scatter(Channel& ch, const Args& args);
+Task recursive_halving_reduce_scatter(Channel& ch, const Args& args);
+Task binomial_gather(Channel& ch, const Args& args);
+Task linear_gather(Channel& ch, const Args& args);
+Task linear_gatherv(Channel& ch, const Args& args);
+Task binomial_scatter(Channel& ch, const Args& args);
+Task linear_scatter(Channel& ch, const Args& args);
+Task linear_scatterv(Channel& ch, const Args& args);
+Task pairwise_alltoall(Channel& ch, const Args& args);
+Task linear_alltoall(Channel& ch, const Args& args);
+Task bruck_alltoall(Channel& ch, const Args& args);
+Task pairwise_alltoallv(Channel& ch, const Args& args);
+Task linear_alltoallv(Channel& ch, const Args& args);
+Task recursive_doubling_scan(Channel& ch, const Args& args);
+Task linear_scan(Channel& ch, const Args& args);
+Task recursive_doubling_exscan(Channel& ch, const Args& args);
+Task linear_exscan(Channel& ch, const Args& args);
 
 }  // namespace coll

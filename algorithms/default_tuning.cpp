@@ -24,6 +24,24 @@
 // but 512 KiB (1.21), where scatter_allgather is best (binomial was
 // 1.03-1.92 below 256 KiB). The bcast rules for np 3-4 come from it.
 //
+// The collectives of issue 12 (reduce, allgather(v), reduce_scatter(_block),
+// gather(v), scatter(v), alltoall(v), scan, exscan) were measured more
+// roughly: np 2-6 and 8, 8 B - 4 MiB per rank's block (float sum), each
+// algorithm forced in its own job, three runs at np 2, 4 and 8 and two at
+// np 3, 5 and 6, on the loaded 2-core machine; the score is the median
+// over the runs of the mean over ranks of each rank's median latency.
+// Measured this way (more ranks than cores) the algorithms with the fewest
+// waits win almost everywhere: the linear gather, scatter, alltoall(v) and
+// chain scan (whose early ranks leave early, which the mean over ranks
+// rewards), the binomial reduce (reduce_scatter_gather lost by 1.1-9x at
+// every size), Bruck's allgather only at np 4-7 below 16 KiB (at np 8 the
+// ring won), recursive halving but at np 2-3. exscan and the v-variants
+// take the rules of their uniform siblings (by the mean block). On
+// machines with a core per rank, and across nodes, the log-step
+// algorithms (bruck, recursive_doubling, binomial gather/scatter,
+// reduce_scatter_gather for large reduces) are expected to do better than
+// here: tune with COLL_TUNING_FILE and the COLL_<NAME>_ALGO knobs.
+//
 // Rank counts above 8 take the rules of 8; one rank runs no algorithm
 // (any name does).
 #include "selection.hpp"
@@ -67,6 +85,35 @@ bcast         5+     0          binomial
 barrier       *      0          tree
 
 allgather     *      0          ring
+allgather     4-7    0          bruck
+allgather     4-7    16K        ring
+allgatherv    *      0          ring
+allgatherv    4-7    0          bruck
+allgatherv    4-7    16K        ring
+
+# The rules below were measured more roughly (see the top of this file).
+reduce        *      0          binomial
+
+reduce_scatter_block  *    0      recursive_halving
+reduce_scatter_block  2-3  0      ring
+reduce_scatter_block  5    256K   ring
+reduce_scatter        *    0      recursive_halving
+reduce_scatter        2-3  0      ring
+reduce_scatter        5    256K   ring
+
+gather        *      0          linear
+gatherv       *      0          linear
+scatter       *      0          linear
+scatterv      *      0          linear
+
+alltoall      *      0          linear
+alltoall      3      32K        pairwise
+alltoall      5      1M         pairwise
+# No size is known to every rank of an alltoallv: rank counts only.
+alltoallv     *      0          linear
+
+scan          *      0          linear
+exscan        *      0          linear
 )";
 
 }  // namespace coll

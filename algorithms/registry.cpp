@@ -34,6 +34,56 @@ constexpr Algorithm kBarrier[] = {
 };
 constexpr Algorithm kAllgather[] = {
     {"ring", ring_allgather},
+    {"bruck", bruck_allgather},
+};
+constexpr Algorithm kReduce[] = {
+    {"binomial", binomial_reduce},
+    {"reduce_scatter_gather", reduce_scatter_gather_reduce},
+};
+constexpr Algorithm kAllgatherv[] = {
+    {"ring", ring_allgatherv},
+    {"bruck", bruck_allgatherv},
+};
+constexpr Algorithm kReduceScatterBlock[] = {
+    {"ring", ring_reduce_scatter_block},
+    {"recursive_halving", recursive_halving_reduce_scatter_block},
+};
+constexpr Algorithm kReduceScatter[] = {
+    {"ring", ring_reduce_scatter},
+    {"recursive_halving", recursive_halving_reduce_scatter},
+};
+constexpr Algorithm kGather[] = {
+    {"binomial", binomial_gather},
+    {"linear", linear_gather},
+};
+// gatherv and scatterv: only the root knows the counts, so no rank can
+// forward another's block (a tree would need the sizes first).
+constexpr Algorithm kGatherv[] = {
+    {"linear", linear_gatherv},
+};
+constexpr Algorithm kScatter[] = {
+    {"binomial", binomial_scatter},
+    {"linear", linear_scatter},
+};
+constexpr Algorithm kScatterv[] = {
+    {"linear", linear_scatterv},
+};
+constexpr Algorithm kAlltoall[] = {
+    {"pairwise", pairwise_alltoall},
+    {"bruck", bruck_alltoall},
+    {"linear", linear_alltoall},
+};
+constexpr Algorithm kAlltoallv[] = {
+    {"pairwise", pairwise_alltoallv},
+    {"linear", linear_alltoallv},
+};
+constexpr Algorithm kScan[] = {
+    {"recursive_doubling", recursive_doubling_scan},
+    {"linear", linear_scan},
+};
+constexpr Algorithm kExscan[] = {
+    {"recursive_doubling", recursive_doubling_exscan},
+    {"linear", linear_exscan},
 };
 
 bool overlaps(const void* a, const void* b, size_t len) {
@@ -43,27 +93,106 @@ bool overlaps(const void* a, const void* b, size_t len) {
   return x < y ? y - x < len : x - y < len;
 }
 
-// The element size, and the byte count, checked against overflow.
-void check_count(Args& a, const char* name, size_t multiplier = 1) {
+// Whether [a, a + alen) and [b, b + blen) share a byte (empty ranges share
+// none).
+bool ranges_overlap(const void* a, size_t alen, const void* b, size_t blen) {
+  if (alen == 0 || blen == 0) return false;
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y ? y - x < alen : x - y < blen;
+}
+
+void check_datatype(Args& a, const char* name) {
   if (!valid_datatype(a.datatype))
     fail(COLL_ERR_INVALID_ARG, "%s: unknown datatype %d", name, a.datatype);
   a.elem_size = datatype_size(a.datatype);
-  // No buffer is larger than half the address space (PTRDIFF_MAX).
-  const size_t limit = size_t(PTRDIFF_MAX) / a.elem_size / multiplier;
-  if (a.count > limit)
+}
+
+// No buffer is larger than half the address space (PTRDIFF_MAX).
+size_t max_elements(const Args& a, size_t multiplier = 1) {
+  return size_t(PTRDIFF_MAX) / a.elem_size / multiplier;
+}
+
+// The element size, and the byte count, checked against overflow.
+void check_count(Args& a, const char* name, size_t multiplier = 1) {
+  check_datatype(a, name);
+  if (a.count > max_elements(a, multiplier))
     fail(COLL_ERR_INVALID_ARG, "%s: count %zu of %s (x %zu) overflows the address space", name,
          a.count, datatype_name(a.datatype), multiplier);
   a.bytes = a.count * a.elem_size;
+  a.select_bytes = a.bytes;
 }
+
+// A count of its own (sendcount, recvcount), checked the same way.
+void check_scalar_count(const Args& a, const char* name, const char* what, size_t count) {
+  if (count > max_elements(a))
+    fail(COLL_ERR_INVALID_ARG, "%s: %s %zu of %s overflows the address space", name, what, count,
+         datatype_name(a.datatype));
+}
+
+void check_op(Args& a, const char* name) {
+  if (!valid_op(a.op)) fail(COLL_ERR_INVALID_ARG, "%s: unknown reduction op %d", name, a.op);
+  a.reduce = reduce_function(a.datatype, a.op);
+  if (!a.reduce)
+    fail(COLL_ERR_INVALID_ARG, "%s: op %s is not defined on datatype %s (integer types only)", name,
+         op_name(a.op), datatype_name(a.datatype));
+}
+
+void check_root(const Args& a, int size, const char* name) {
+  if (a.root < 0 || a.root >= size)
+    fail(COLL_ERR_INVALID_ARG, "%s: root %d out of range [0, %d)", name, a.root, size);
+}
+
+void null_check(const void* buf, size_t bytes, const char* name, const char* what) {
+  if (bytes > 0 && !buf)
+    fail(COLL_ERR_INVALID_ARG, "%s: NULL %s with %zu bytes", name, what, bytes);
+}
+
+// The blocks of a v-collective's buffer: counts[i] elements at displs[i],
+// i < size. lo .. hi: the bytes they span (lo = hi = 0 when all are empty);
+// total: the sum of the counts.
+struct Extent {
+  size_t lo = 0, hi = 0;
+  size_t total = 0;
+  size_t bytes() const { return hi - lo; }
+};
+
+Extent check_blocks(const Args& a, int size, const char* name, const char* counts_name,
+                    const size_t* counts, const char* displs_name, const size_t* displs) {
+  if (!counts) fail(COLL_ERR_INVALID_ARG, "%s: NULL %s", name, counts_name);
+  if (displs_name && !displs) fail(COLL_ERR_INVALID_ARG, "%s: NULL %s", name, displs_name);
+  const size_t limit = max_elements(a);
+  Extent e;
+  bool any = false;
+  for (int i = 0; i < size; ++i) {
+    const size_t c = counts[i];
+    if (c > limit || e.total + c > limit)
+      fail(COLL_ERR_INVALID_ARG, "%s: %s[%d] = %zu of %s overflows the address space (sum %zu)",
+           name, counts_name, i, c, datatype_name(a.datatype), e.total);
+    e.total += c;
+    if (!displs || c == 0) continue;
+    const size_t d = displs[i];
+    if (d > limit || c > limit - d)
+      fail(COLL_ERR_INVALID_ARG,
+           "%s: %s[%d] = %zu + %s[%d] = %zu of %s overflows the address space", name, displs_name,
+           i, d, counts_name, i, c, datatype_name(a.datatype));
+    const size_t lo = d * a.elem_size, hi = (d + c) * a.elem_size;
+    e.lo = any ? std::min(e.lo, lo) : lo;
+    e.hi = any ? std::max(e.hi, hi) : hi;
+    any = true;
+  }
+  return e;
+}
+
+char* at(void* buf, size_t bytes) { return static_cast<char*>(buf) + bytes; }
+const char* at(const void* buf, size_t bytes) { return static_cast<const char*>(buf) + bytes; }
 
 void check_allreduce(Args& a, int /*size*/, int /*rank*/) {
   check_count(a, "allreduce");
-  if (!valid_op(a.op)) fail(COLL_ERR_INVALID_ARG, "allreduce: unknown reduction op %d", a.op);
-  a.reduce = reduce_function(a.datatype, a.op);
-  if (!a.reduce)
-    fail(COLL_ERR_INVALID_ARG, "allreduce: op %s is not defined on datatype %s (integer types only)",
-         op_name(a.op), datatype_name(a.datatype));
-  if (a.sendbuf == COLL_IN_PLACE) a.sendbuf = a.recvbuf;
+  check_op(a, "allreduce");
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = a.recvbuf;
+    a.in_place = true;
+  }
   if (a.count > 0 && (!a.recvbuf || !a.sendbuf))
     fail(COLL_ERR_INVALID_ARG, "allreduce: NULL %s with count %zu",
          a.recvbuf ? "sendbuf" : "recvbuf", a.count);
@@ -74,35 +203,314 @@ void check_allreduce(Args& a, int /*size*/, int /*rank*/) {
 
 void check_bcast(Args& a, int size, int /*rank*/) {
   check_count(a, "bcast");
-  if (a.root < 0 || a.root >= size)
-    fail(COLL_ERR_INVALID_ARG, "bcast: root %d out of range [0, %d)", a.root, size);
+  check_root(a, size, "bcast");
   if (a.count > 0 && !a.recvbuf)
     fail(COLL_ERR_INVALID_ARG, "bcast: NULL buffer with count %zu", a.count);
 }
 
-void check_barrier(Args& a, int /*size*/, int /*rank*/) { a.bytes = 0; }
+void check_barrier(Args& a, int /*size*/, int /*rank*/) {
+  a.bytes = 0;
+  a.select_bytes = 0;
+}
 
 void check_allgather(Args& a, int size, int rank) {
   check_count(a, "allgather", size_t(size));
   if (a.count > 0 && !a.recvbuf)
     fail(COLL_ERR_INVALID_ARG, "allgather: NULL recvbuf with count %zu", a.count);
   char* own = static_cast<char*>(a.recvbuf) + size_t(rank) * a.bytes;
-  if (a.sendbuf == COLL_IN_PLACE) a.sendbuf = own;
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = own;
+    a.in_place = true;
+  }
   if (a.count > 0 && !a.sendbuf)
     fail(COLL_ERR_INVALID_ARG, "allgather: NULL sendbuf with count %zu", a.count);
-  if (a.sendbuf != own && overlaps(a.sendbuf, a.recvbuf, a.bytes * size_t(size)))
+  if (a.sendbuf != own && ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, a.bytes * size_t(size)))
     fail(COLL_ERR_INVALID_ARG, "allgather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
+}
+
+// reduce, scan, exscan: one vector in, one out (reduce: out at the root).
+void check_vector_reduction(Args& a, const char* name, bool rooted, int size, int rank) {
+  check_count(a, name);
+  check_op(a, name);
+  if (rooted) check_root(a, size, name);
+  const bool gets_result = !rooted || rank == a.root;
+  if (a.sendbuf == COLL_IN_PLACE) {
+    if (!gets_result)
+      fail(COLL_ERR_INVALID_ARG, "%s: COLL_IN_PLACE at rank %d, which is not the root (%d)", name,
+           rank, a.root);
+    a.sendbuf = a.recvbuf;
+    a.in_place = true;
+  }
+  if (!gets_result) a.recvbuf = nullptr;  // significant at the root only
+  // As for allreduce, passing the same buffer twice means in place.
+  if (gets_result && a.sendbuf == a.recvbuf) a.in_place = true;
+  null_check(a.sendbuf, a.bytes, name, "sendbuf");
+  if (gets_result) null_check(a.recvbuf, a.bytes, name, "recvbuf");
+  if (gets_result && a.sendbuf != a.recvbuf && overlaps(a.sendbuf, a.recvbuf, a.bytes))
+    fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
+}
+void check_reduce(Args& a, int size, int rank) {
+  check_vector_reduction(a, "reduce", true, size, rank);
+}
+void check_scan(Args& a, int size, int rank) {
+  check_vector_reduction(a, "scan", false, size, rank);
+}
+void check_exscan(Args& a, int size, int rank) {
+  check_vector_reduction(a, "exscan", false, size, rank);
+}
+
+void check_allgatherv(Args& a, int size, int rank) {
+  const char* name = "allgatherv";
+  check_datatype(a, name);
+  const Extent e = check_blocks(a, size, name, "recvcounts", a.recvcounts, "displs", a.rdispls);
+  null_check(a.recvbuf, e.bytes(), name, "recvbuf");
+  const size_t own = a.recvcounts[rank];
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = own ? at(a.recvbuf, a.rdispls[rank] * a.elem_size) : a.recvbuf;
+    a.sendcount = own;
+    a.in_place = true;
+  } else {
+    check_scalar_count(a, name, "sendcount", a.sendcount);
+    if (a.sendcount != own)
+      fail(COLL_ERR_INVALID_ARG, "allgatherv: rank %d sends %zu elements but recvcounts[%d] = %zu",
+           rank, a.sendcount, rank, own);
+    null_check(a.sendbuf, own * a.elem_size, name, "sendbuf");
+    if (ranges_overlap(a.sendbuf, own * a.elem_size, at(a.recvbuf, e.lo), e.bytes()))
+      fail(COLL_ERR_INVALID_ARG, "allgatherv: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
+  }
+  a.count = e.total;
+  a.bytes = std::max<size_t>(e.hi, own * a.elem_size);
+  a.select_bytes = e.total * a.elem_size / size_t(size);
+}
+
+void check_reduce_scatter_block(Args& a, int size, int /*rank*/) {
+  const char* name = "reduce_scatter_block";
+  check_count(a, name, size_t(size));
+  check_op(a, name);
+  const size_t input = a.bytes * size_t(size);
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = a.recvbuf;
+    a.in_place = true;
+  }
+  null_check(a.sendbuf, input, name, "sendbuf");
+  null_check(a.recvbuf, a.bytes, name, "recvbuf");
+  if (!a.in_place && ranges_overlap(a.sendbuf, input, a.recvbuf, a.bytes))
+    fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
+}
+
+void check_reduce_scatter(Args& a, int size, int rank) {
+  const char* name = "reduce_scatter";
+  check_datatype(a, name);
+  check_op(a, name);
+  const Extent e = check_blocks(a, size, name, "recvcounts", a.recvcounts, nullptr, nullptr);
+  const size_t input = e.total * a.elem_size, own = a.recvcounts[rank] * a.elem_size;
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = a.recvbuf;
+    a.in_place = true;
+  }
+  null_check(a.sendbuf, input, name, "sendbuf");
+  null_check(a.recvbuf, a.in_place ? input : own, name, "recvbuf");
+  if (!a.in_place && ranges_overlap(a.sendbuf, input, a.recvbuf, own))
+    fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
+  a.count = e.total;
+  a.recvcount = a.recvcounts[rank];  // for buffers(), which is not told the rank
+  a.bytes = input;
+  a.select_bytes = input / size_t(size);
+}
+
+void check_gather(Args& a, int size, int rank) {
+  const char* name = "gather";
+  check_count(a, name, size_t(size));
+  check_root(a, size, name);
+  if (rank != a.root) {
+    if (a.sendbuf == COLL_IN_PLACE)
+      fail(COLL_ERR_INVALID_ARG, "gather: COLL_IN_PLACE at rank %d, which is not the root (%d)",
+           rank, a.root);
+    a.recvbuf = nullptr;  // significant at the root only
+    null_check(a.sendbuf, a.bytes, name, "sendbuf");
+    return;
+  }
+  null_check(a.recvbuf, a.bytes, name, "recvbuf");
+  char* own = at(a.recvbuf, size_t(rank) * a.bytes);
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = own;
+    a.in_place = true;
+  }
+  null_check(a.sendbuf, a.bytes, name, "sendbuf");
+  if (a.sendbuf != own && ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, a.bytes * size_t(size)))
+    fail(COLL_ERR_INVALID_ARG, "gather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
+}
+
+void check_gatherv(Args& a, int size, int rank) {
+  const char* name = "gatherv";
+  check_datatype(a, name);
+  check_root(a, size, name);
+  if (rank != a.root) {
+    if (a.sendbuf == COLL_IN_PLACE)
+      fail(COLL_ERR_INVALID_ARG, "gatherv: COLL_IN_PLACE at rank %d, which is not the root (%d)",
+           rank, a.root);
+    check_scalar_count(a, name, "sendcount", a.sendcount);
+    null_check(a.sendbuf, a.sendcount * a.elem_size, name, "sendbuf");
+    // Significant at the root only.
+    a.recvbuf = nullptr;
+    a.recvcounts = a.rdispls = nullptr;
+    a.count = a.sendcount;
+    a.bytes = a.sendcount * a.elem_size;
+    return;
+  }
+  const Extent e = check_blocks(a, size, name, "recvcounts", a.recvcounts, "displs", a.rdispls);
+  null_check(a.recvbuf, e.bytes(), name, "recvbuf");
+  const size_t own = a.recvcounts[rank];
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = own ? at(a.recvbuf, a.rdispls[rank] * a.elem_size) : a.recvbuf;
+    a.sendcount = own;
+    a.in_place = true;
+  } else {
+    check_scalar_count(a, name, "sendcount", a.sendcount);
+    if (a.sendcount != own)
+      fail(COLL_ERR_INVALID_ARG, "gatherv: the root sends %zu elements but recvcounts[%d] = %zu",
+           a.sendcount, rank, own);
+    null_check(a.sendbuf, own * a.elem_size, name, "sendbuf");
+    if (ranges_overlap(a.sendbuf, own * a.elem_size, at(a.recvbuf, e.lo), e.bytes()))
+      fail(COLL_ERR_INVALID_ARG, "gatherv: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
+  }
+  a.count = e.total;
+  a.bytes = std::max<size_t>(e.hi, own * a.elem_size);
+}
+
+void check_scatter(Args& a, int size, int rank) {
+  const char* name = "scatter";
+  check_count(a, name, size_t(size));
+  check_root(a, size, name);
+  if (a.sendbuf == COLL_IN_PLACE)
+    fail(COLL_ERR_INVALID_ARG, "scatter: COLL_IN_PLACE is recvbuf's (at the root), not sendbuf's");
+  if (rank != a.root) {
+    if (a.recvbuf == COLL_IN_PLACE)
+      fail(COLL_ERR_INVALID_ARG, "scatter: COLL_IN_PLACE at rank %d, which is not the root (%d)",
+           rank, a.root);
+    a.sendbuf = nullptr;  // significant at the root only
+    null_check(a.recvbuf, a.bytes, name, "recvbuf");
+    return;
+  }
+  null_check(a.sendbuf, a.bytes, name, "sendbuf");
+  const char* own = at(a.sendbuf, size_t(rank) * a.bytes);
+  if (a.recvbuf == COLL_IN_PLACE) {
+    a.recvbuf = const_cast<char*>(own);
+    a.in_place = true;
+  }
+  null_check(a.recvbuf, a.bytes, name, "recvbuf");
+  if (a.recvbuf != own && ranges_overlap(a.recvbuf, a.bytes, a.sendbuf, a.bytes * size_t(size)))
+    fail(COLL_ERR_INVALID_ARG, "scatter: recvbuf overlaps sendbuf (use COLL_IN_PLACE)");
+}
+
+void check_scatterv(Args& a, int size, int rank) {
+  const char* name = "scatterv";
+  check_datatype(a, name);
+  check_root(a, size, name);
+  if (a.sendbuf == COLL_IN_PLACE)
+    fail(COLL_ERR_INVALID_ARG, "scatterv: COLL_IN_PLACE is recvbuf's (at the root), not sendbuf's");
+  if (rank != a.root) {
+    if (a.recvbuf == COLL_IN_PLACE)
+      fail(COLL_ERR_INVALID_ARG, "scatterv: COLL_IN_PLACE at rank %d, which is not the root (%d)",
+           rank, a.root);
+    check_scalar_count(a, name, "recvcount", a.recvcount);
+    null_check(a.recvbuf, a.recvcount * a.elem_size, name, "recvbuf");
+    // Significant at the root only.
+    a.sendbuf = nullptr;
+    a.sendcounts = a.sdispls = nullptr;
+    a.count = a.recvcount;
+    a.bytes = a.recvcount * a.elem_size;
+    return;
+  }
+  const Extent e = check_blocks(a, size, name, "sendcounts", a.sendcounts, "displs", a.sdispls);
+  null_check(a.sendbuf, e.bytes(), name, "sendbuf");
+  const size_t own = a.sendcounts[rank];
+  if (a.recvbuf == COLL_IN_PLACE) {
+    a.recvbuf = const_cast<void*>(own ? at(a.sendbuf, a.sdispls[rank] * a.elem_size) : a.sendbuf);
+    a.recvcount = own;
+    a.in_place = true;
+  } else {
+    check_scalar_count(a, name, "recvcount", a.recvcount);
+    if (a.recvcount != own)
+      fail(COLL_ERR_INVALID_ARG,
+           "scatterv: the root receives %zu elements but sendcounts[%d] = %zu", a.recvcount, rank,
+           own);
+    null_check(a.recvbuf, own * a.elem_size, name, "recvbuf");
+    if (ranges_overlap(a.recvbuf, own * a.elem_size, at(a.sendbuf, e.lo), e.bytes()))
+      fail(COLL_ERR_INVALID_ARG, "scatterv: recvbuf overlaps sendbuf (use COLL_IN_PLACE)");
+  }
+  a.count = e.total;
+  a.bytes = std::max<size_t>(e.hi, own * a.elem_size);
+}
+
+void check_alltoall(Args& a, int size, int /*rank*/) {
+  const char* name = "alltoall";
+  check_count(a, name, size_t(size));
+  const size_t all = a.bytes * size_t(size);
+  if (a.sendbuf == COLL_IN_PLACE) {
+    a.sendbuf = a.recvbuf;
+    a.in_place = true;
+  }
+  null_check(a.sendbuf, all, name, "sendbuf");
+  null_check(a.recvbuf, all, name, "recvbuf");
+  if (!a.in_place && ranges_overlap(a.sendbuf, all, a.recvbuf, all))
+    fail(COLL_ERR_INVALID_ARG, "alltoall: sendbuf and recvbuf overlap (use COLL_IN_PLACE)");
+}
+
+void check_alltoallv(Args& a, int size, int rank) {
+  const char* name = "alltoallv";
+  check_datatype(a, name);
+  const Extent re = check_blocks(a, size, name, "recvcounts", a.recvcounts, "rdispls", a.rdispls);
+  null_check(a.recvbuf, re.bytes(), name, "recvbuf");
+  Extent se = re;
+  if (a.sendbuf == COLL_IN_PLACE) {
+    // The data to send is where the received data goes.
+    a.sendbuf = a.recvbuf;
+    a.sendcounts = a.recvcounts;
+    a.sdispls = a.rdispls;
+    a.in_place = true;
+  } else {
+    se = check_blocks(a, size, name, "sendcounts", a.sendcounts, "sdispls", a.sdispls);
+    null_check(a.sendbuf, se.bytes(), name, "sendbuf");
+    if (a.sendcounts[rank] != a.recvcounts[rank])
+      fail(COLL_ERR_INVALID_ARG,
+           "alltoallv: rank %d sends itself %zu elements (sendcounts[%d]) but receives %zu "
+           "(recvcounts[%d])",
+           rank, a.sendcounts[rank], rank, a.recvcounts[rank], rank);
+    if (ranges_overlap(at(a.sendbuf, se.lo), se.bytes(), at(a.recvbuf, re.lo), re.bytes()))
+      fail(COLL_ERR_INVALID_ARG, "alltoallv: sendbuf and recvbuf overlap (use COLL_IN_PLACE)");
+  }
+  a.count = se.total + re.total;
+  a.bytes = std::max(se.hi, re.hi);
 }
 
 bool no_data(const Args& a) { return a.count == 0; }
 bool never_empty(const Args&) { return false; }
 
-void local_allreduce(const Args& a) {
-  if (a.sendbuf != a.recvbuf) std::memcpy(a.recvbuf, a.sendbuf, a.bytes);
+// One rank: its input is its result (allreduce, reduce, scan, gather,
+// scatter, allgather, alltoall, reduce_scatter_block: `bytes` of it).
+void local_copy(const Args& a) {
+  if (a.sendbuf != a.recvbuf) std::memmove(a.recvbuf, a.sendbuf, a.bytes);
 }
 void local_nothing(const Args&) {}
-void local_allgather(const Args& a) {
-  if (a.sendbuf != a.recvbuf) std::memmove(a.recvbuf, a.sendbuf, a.bytes);
+// allgatherv, gatherv: the one block to its place.
+void local_gatherv(const Args& a) {
+  if (a.recvcounts[0] == 0) return;
+  char* dst = at(a.recvbuf, a.rdispls[0] * a.elem_size);
+  if (a.sendbuf != dst) std::memmove(dst, a.sendbuf, a.recvcounts[0] * a.elem_size);
+}
+void local_scatterv(const Args& a) {
+  if (a.sendcounts[0] == 0) return;
+  const char* src = at(a.sendbuf, a.sdispls[0] * a.elem_size);
+  if (a.recvbuf != src) std::memmove(a.recvbuf, src, a.sendcounts[0] * a.elem_size);
+}
+void local_reduce_scatter(const Args& a) {
+  if (a.sendbuf != a.recvbuf) std::memcpy(a.recvbuf, a.sendbuf, a.recvcounts[0] * a.elem_size);
+}
+void local_alltoallv(const Args& a) {
+  if (a.in_place || a.recvcounts[0] == 0) return;
+  std::memcpy(at(a.recvbuf, a.rdispls[0] * a.elem_size), at(a.sendbuf, a.sdispls[0] * a.elem_size),
+              a.recvcounts[0] * a.elem_size);
 }
 
 using Buffers = std::vector<std::pair<const void*, size_t>>;
@@ -115,6 +523,67 @@ Buffers buffers_none(const Args&, int) { return {}; }
 Buffers buffers_allgather(const Args& a, int size) {
   return {{a.sendbuf, a.bytes}, {a.recvbuf, a.bytes * size_t(size)}};
 }
+// reduce, scan, exscan: recvbuf is nullptr where it is not significant.
+Buffers buffers_vector(const Args& a, int) {
+  Buffers b{{a.sendbuf, a.bytes}};
+  if (a.recvbuf && a.recvbuf != a.sendbuf) b.push_back({a.recvbuf, a.bytes});
+  return b;
+}
+// The span of v-blocks (nothing where counts is nullptr: not significant).
+std::pair<const void*, size_t> span_of(const void* buf, const Args& a, const size_t* counts,
+                                       const size_t* displs, int size) {
+  if (!buf || !counts) return {nullptr, 0};
+  size_t lo = SIZE_MAX, hi = 0;
+  for (int i = 0; i < size; ++i) {
+    if (counts[i] == 0) continue;
+    lo = std::min(lo, displs ? displs[i] : 0);
+    hi = std::max(hi, (displs ? displs[i] : 0) + counts[i]);
+  }
+  if (hi == 0) return {nullptr, 0};
+  return {at(buf, lo * a.elem_size), (hi - lo) * a.elem_size};
+}
+Buffers buffers_allgatherv(const Args& a, int size) {
+  return {{a.sendbuf, a.sendcount * a.elem_size},
+          span_of(a.recvbuf, a, a.recvcounts, a.rdispls, size)};
+}
+Buffers buffers_gather(const Args& a, int size) {
+  Buffers b{{a.sendbuf, a.bytes}};
+  if (a.recvbuf) b.push_back({a.recvbuf, a.bytes * size_t(size)});
+  return b;
+}
+Buffers buffers_gatherv(const Args& a, int size) {
+  return {{a.sendbuf, a.sendcount * a.elem_size},
+          span_of(a.recvbuf, a, a.recvcounts, a.rdispls, size)};
+}
+Buffers buffers_scatter(const Args& a, int size) {
+  Buffers b{{a.recvbuf, a.bytes}};
+  if (a.sendbuf) b.push_back({a.sendbuf, a.bytes * size_t(size)});
+  return b;
+}
+Buffers buffers_scatterv(const Args& a, int size) {
+  return {{a.recvbuf, a.recvcount * a.elem_size},
+          span_of(a.sendbuf, a, a.sendcounts, a.sdispls, size)};
+}
+Buffers buffers_reduce_scatter_block(const Args& a, int size) {
+  const size_t input = a.bytes * size_t(size);
+  if (a.in_place) return {{a.recvbuf, input}};
+  return {{a.sendbuf, input}, {a.recvbuf, a.bytes}};
+}
+Buffers buffers_reduce_scatter(const Args& a, int) {
+  // In place, recvbuf holds the whole input.
+  if (a.in_place) return {{a.recvbuf, a.bytes}};
+  return {{a.sendbuf, a.bytes}, {a.recvbuf, a.recvcount * a.elem_size}};
+}
+Buffers buffers_alltoall(const Args& a, int size) {
+  const size_t all = a.bytes * size_t(size);
+  if (a.in_place) return {{a.recvbuf, all}};
+  return {{a.sendbuf, all}, {a.recvbuf, all}};
+}
+Buffers buffers_alltoallv(const Args& a, int size) {
+  if (a.in_place) return {span_of(a.recvbuf, a, a.recvcounts, a.rdispls, size)};
+  return {span_of(a.sendbuf, a, a.sendcounts, a.sdispls, size),
+          span_of(a.recvbuf, a, a.recvcounts, a.rdispls, size)};
+}
 
 template <size_t N>
 constexpr size_t count_of(const Algorithm (&)[N]) {
@@ -123,13 +592,43 @@ constexpr size_t count_of(const Algorithm (&)[N]) {
 
 const CollectiveInfo kCollectives[kCollCount] = {
     {Coll::kAllreduce, "allreduce", "COLL_ALLREDUCE_ALGO", check_allreduce, no_data,
-     local_allreduce, buffers_allreduce, kAllreduce, count_of(kAllreduce)},
+     local_copy, buffers_allreduce, kAllreduce, count_of(kAllreduce)},
     {Coll::kBcast, "bcast", "COLL_BCAST_ALGO", check_bcast, no_data, local_nothing, buffers_bcast,
      kBcast, count_of(kBcast)},
     {Coll::kBarrier, "barrier", "COLL_BARRIER_ALGO", check_barrier, never_empty, local_nothing,
      buffers_none, kBarrier, count_of(kBarrier)},
     {Coll::kAllgather, "allgather", "COLL_ALLGATHER_ALGO", check_allgather, no_data,
-     local_allgather, buffers_allgather, kAllgather, count_of(kAllgather)},
+     local_copy, buffers_allgather, kAllgather, count_of(kAllgather)},
+    {Coll::kReduce, "reduce", "COLL_REDUCE_ALGO", check_reduce, no_data, local_copy,
+     buffers_vector, kReduce, count_of(kReduce)},
+    // v-collectives: `count` is what this rank sends and receives in all
+    // (the check sets it), so a rank with nothing to move returns at once.
+    // That is safe: their algorithms send no empty messages, so a peer
+    // expects nothing from a rank whose blocks are all empty.
+    {Coll::kAllgatherv, "allgatherv", "COLL_ALLGATHERV_ALGO", check_allgatherv, no_data,
+     local_gatherv, buffers_allgatherv, kAllgatherv, count_of(kAllgatherv)},
+    {Coll::kReduceScatterBlock, "reduce_scatter_block", "COLL_REDUCE_SCATTER_BLOCK_ALGO",
+     check_reduce_scatter_block, no_data, local_copy, buffers_reduce_scatter_block,
+     kReduceScatterBlock, count_of(kReduceScatterBlock)},
+    {Coll::kReduceScatter, "reduce_scatter", "COLL_REDUCE_SCATTER_ALGO", check_reduce_scatter,
+     no_data, local_reduce_scatter, buffers_reduce_scatter, kReduceScatter,
+     count_of(kReduceScatter)},
+    {Coll::kGather, "gather", "COLL_GATHER_ALGO", check_gather, no_data, local_copy,
+     buffers_gather, kGather, count_of(kGather)},
+    {Coll::kGatherv, "gatherv", "COLL_GATHERV_ALGO", check_gatherv, no_data, local_gatherv,
+     buffers_gatherv, kGatherv, count_of(kGatherv)},
+    {Coll::kScatter, "scatter", "COLL_SCATTER_ALGO", check_scatter, no_data, local_copy,
+     buffers_scatter, kScatter, count_of(kScatter)},
+    {Coll::kScatterv, "scatterv", "COLL_SCATTERV_ALGO", check_scatterv, no_data, local_scatterv,
+     buffers_scatterv, kScatterv, count_of(kScatterv)},
+    {Coll::kAlltoall, "alltoall", "COLL_ALLTOALL_ALGO", check_alltoall, no_data, local_copy,
+     buffers_alltoall, kAlltoall, count_of(kAlltoall)},
+    {Coll::kAlltoallv, "alltoallv", "COLL_ALLTOALLV_ALGO", check_alltoallv, no_data,
+     local_alltoallv, buffers_alltoallv, kAlltoallv, count_of(kAlltoallv)},
+    {Coll::kScan, "scan", "COLL_SCAN_ALGO", check_scan, no_data, local_copy, buffers_vector,
+     kScan, count_of(kScan)},
+    {Coll::kExscan, "exscan", "COLL_EXSCAN_ALGO", check_exscan, no_data, local_nothing,
+     buffers_vector, kExscan, count_of(kExscan)},
 };
 
 }  // namespace

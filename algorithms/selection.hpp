@@ -13,12 +13,16 @@
 //   bcast         *      0          binomial
 //
 //   collective  a name of the registry (algorithms.hpp): allreduce, bcast,
-//               barrier, allgather
+//               barrier, allgather, allgatherv, reduce, reduce_scatter_block,
+//               reduce_scatter, gather, gatherv, scatter, scatterv, alltoall,
+//               alltoallv, scan, exscan
 //   ranks       N, A-B (inclusive), A+ (A or more), or * (any); from 1
 //   min_bytes   a byte count, optionally with a K, M or G suffix (x 1024)
 //   algorithm   a name valid for the collective (its COLL_<NAME>_ALGO
 //               knob lists them); "auto" is not one
 //
+// B is Args::select_bytes (algorithms.hpp): the message, or the per-rank
+// block, that every rank of the call computes alike.
 // A call of B bytes on N ranks runs the algorithm of the rule, among those
 // of its collective whose ranks contain N and whose min_bytes <= B, with
 // the largest min_bytes; of two such rules with the same min_bytes the later

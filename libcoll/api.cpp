@@ -475,6 +475,316 @@ int coll_barrier_init(coll_comm_t comm, coll_request_t* request) {
   return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kPersistent);
 }
 
+namespace {
+
+coll::Args vector_args(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                       coll_op_t op, int root) {
+  coll::Args a = allreduce_args(sendbuf, recvbuf, count, datatype, op);
+  a.root = root;
+  return a;
+}
+
+coll::Args block_args(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                      int root) {
+  coll::Args a;
+  a.sendbuf = sendbuf;
+  a.recvbuf = recvbuf;
+  a.count = count;
+  a.datatype = raw_enum(datatype);
+  a.root = root;
+  return a;
+}
+
+coll::Args gatherv_args(const void* sendbuf, size_t sendcount, void* recvbuf,
+                        const size_t* recvcounts, const size_t* displs, coll_datatype_t datatype,
+                        int root) {
+  coll::Args a = block_args(sendbuf, recvbuf, 0, datatype, root);
+  a.sendcount = sendcount;
+  a.recvcounts = recvcounts;
+  a.rdispls = displs;
+  return a;
+}
+
+coll::Args scatterv_args(const void* sendbuf, const size_t* sendcounts, const size_t* displs,
+                         void* recvbuf, size_t recvcount, coll_datatype_t datatype, int root) {
+  coll::Args a = block_args(sendbuf, recvbuf, 0, datatype, root);
+  a.sendcounts = sendcounts;
+  a.sdispls = displs;
+  a.recvcount = recvcount;
+  return a;
+}
+
+coll::Args reduce_scatter_args(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                               coll_datatype_t datatype, coll_op_t op) {
+  coll::Args a = allreduce_args(sendbuf, recvbuf, 0, datatype, op);
+  a.recvcounts = recvcounts;
+  return a;
+}
+
+coll::Args alltoallv_args(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                          void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                          coll_datatype_t datatype) {
+  coll::Args a = block_args(sendbuf, recvbuf, 0, datatype, 0);
+  a.sendcounts = sendcounts;
+  a.sdispls = sdispls;
+  a.recvcounts = recvcounts;
+  a.rdispls = rdispls;
+  return a;
+}
+
+}  // namespace
+
+// The rest of the collective set: blocking, non-blocking and persistent,
+// each one call of collective().
+int coll_reduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                coll_op_t op, int root, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kReduce,
+                    vector_args(sendbuf, recvbuf, count, datatype, op, root), nullptr,
+                    Mode::kBlocking);
+}
+int coll_ireduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                 coll_op_t op, int root, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kReduce,
+                    vector_args(sendbuf, recvbuf, count, datatype, op, root), request,
+                    Mode::kNonblocking);
+}
+int coll_reduce_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                     coll_op_t op, int root, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kReduce,
+                    vector_args(sendbuf, recvbuf, count, datatype, op, root), request,
+                    Mode::kPersistent);
+}
+
+int coll_allgather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_comm_t comm) {
+  return collective(comm, coll::Coll::kAllgather, block_args(sendbuf, recvbuf, count, datatype, 0),
+                    nullptr, Mode::kBlocking);
+}
+int coll_iallgather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                    coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllgather, block_args(sendbuf, recvbuf, count, datatype, 0),
+                    request, Mode::kNonblocking);
+}
+int coll_allgather_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                        coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllgather, block_args(sendbuf, recvbuf, count, datatype, 0),
+                    request, Mode::kPersistent);
+}
+
+int coll_allgatherv(const void* sendbuf, size_t sendcount, void* recvbuf, const size_t recvcounts[],
+                    const size_t displs[], coll_datatype_t datatype, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kAllgatherv,
+                    gatherv_args(sendbuf, sendcount, recvbuf, recvcounts, displs, datatype, 0),
+                    nullptr, Mode::kBlocking);
+}
+int coll_iallgatherv(const void* sendbuf, size_t sendcount, void* recvbuf,
+                     const size_t recvcounts[], const size_t displs[], coll_datatype_t datatype,
+                     coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllgatherv,
+                    gatherv_args(sendbuf, sendcount, recvbuf, recvcounts, displs, datatype, 0),
+                    request, Mode::kNonblocking);
+}
+int coll_allgatherv_init(const void* sendbuf, size_t sendcount, void* recvbuf,
+                         const size_t recvcounts[], const size_t displs[], coll_datatype_t datatype,
+                         coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllgatherv,
+                    gatherv_args(sendbuf, sendcount, recvbuf, recvcounts, displs, datatype, 0),
+                    request, Mode::kPersistent);
+}
+
+int coll_reduce_scatter_block(const void* sendbuf, void* recvbuf, size_t recvcount,
+                              coll_datatype_t datatype, coll_op_t op, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kReduceScatterBlock,
+                    vector_args(sendbuf, recvbuf, recvcount, datatype, op, 0), nullptr,
+                    Mode::kBlocking);
+}
+int coll_ireduce_scatter_block(const void* sendbuf, void* recvbuf, size_t recvcount,
+                               coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                               coll_request_t* request) {
+  return collective(comm, coll::Coll::kReduceScatterBlock,
+                    vector_args(sendbuf, recvbuf, recvcount, datatype, op, 0), request,
+                    Mode::kNonblocking);
+}
+int coll_reduce_scatter_block_init(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                   coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                                   coll_request_t* request) {
+  return collective(comm, coll::Coll::kReduceScatterBlock,
+                    vector_args(sendbuf, recvbuf, recvcount, datatype, op, 0), request,
+                    Mode::kPersistent);
+}
+
+int coll_reduce_scatter(const void* sendbuf, void* recvbuf, const size_t recvcounts[],
+                        coll_datatype_t datatype, coll_op_t op, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kReduceScatter,
+                    reduce_scatter_args(sendbuf, recvbuf, recvcounts, datatype, op), nullptr,
+                    Mode::kBlocking);
+}
+int coll_ireduce_scatter(const void* sendbuf, void* recvbuf, const size_t recvcounts[],
+                         coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                         coll_request_t* request) {
+  return collective(comm, coll::Coll::kReduceScatter,
+                    reduce_scatter_args(sendbuf, recvbuf, recvcounts, datatype, op), request,
+                    Mode::kNonblocking);
+}
+int coll_reduce_scatter_init(const void* sendbuf, void* recvbuf, const size_t recvcounts[],
+                             coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                             coll_request_t* request) {
+  return collective(comm, coll::Coll::kReduceScatter,
+                    reduce_scatter_args(sendbuf, recvbuf, recvcounts, datatype, op), request,
+                    Mode::kPersistent);
+}
+
+int coll_gather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                int root, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kGather, block_args(sendbuf, recvbuf, count, datatype, root),
+                    nullptr, Mode::kBlocking);
+}
+int coll_igather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                 int root, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kGather, block_args(sendbuf, recvbuf, count, datatype, root),
+                    request, Mode::kNonblocking);
+}
+int coll_gather_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                     int root, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kGather, block_args(sendbuf, recvbuf, count, datatype, root),
+                    request, Mode::kPersistent);
+}
+
+int coll_gatherv(const void* sendbuf, size_t sendcount, void* recvbuf, const size_t recvcounts[],
+                 const size_t displs[], coll_datatype_t datatype, int root, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kGatherv,
+                    gatherv_args(sendbuf, sendcount, recvbuf, recvcounts, displs, datatype, root),
+                    nullptr, Mode::kBlocking);
+}
+int coll_igatherv(const void* sendbuf, size_t sendcount, void* recvbuf, const size_t recvcounts[],
+                  const size_t displs[], coll_datatype_t datatype, int root, coll_comm_t comm,
+                  coll_request_t* request) {
+  return collective(comm, coll::Coll::kGatherv,
+                    gatherv_args(sendbuf, sendcount, recvbuf, recvcounts, displs, datatype, root),
+                    request, Mode::kNonblocking);
+}
+int coll_gatherv_init(const void* sendbuf, size_t sendcount, void* recvbuf,
+                      const size_t recvcounts[], const size_t displs[], coll_datatype_t datatype,
+                      int root, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kGatherv,
+                    gatherv_args(sendbuf, sendcount, recvbuf, recvcounts, displs, datatype, root),
+                    request, Mode::kPersistent);
+}
+
+int coll_scatter(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                 int root, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kScatter, block_args(sendbuf, recvbuf, count, datatype, root),
+                    nullptr, Mode::kBlocking);
+}
+int coll_iscatter(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                  int root, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kScatter, block_args(sendbuf, recvbuf, count, datatype, root),
+                    request, Mode::kNonblocking);
+}
+int coll_scatter_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                      int root, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kScatter, block_args(sendbuf, recvbuf, count, datatype, root),
+                    request, Mode::kPersistent);
+}
+
+int coll_scatterv(const void* sendbuf, const size_t sendcounts[], const size_t displs[],
+                  void* recvbuf, size_t recvcount, coll_datatype_t datatype, int root,
+                  coll_comm_t comm) {
+  return collective(comm, coll::Coll::kScatterv,
+                    scatterv_args(sendbuf, sendcounts, displs, recvbuf, recvcount, datatype, root),
+                    nullptr, Mode::kBlocking);
+}
+int coll_iscatterv(const void* sendbuf, const size_t sendcounts[], const size_t displs[],
+                   void* recvbuf, size_t recvcount, coll_datatype_t datatype, int root,
+                   coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kScatterv,
+                    scatterv_args(sendbuf, sendcounts, displs, recvbuf, recvcount, datatype, root),
+                    request, Mode::kNonblocking);
+}
+int coll_scatterv_init(const void* sendbuf, const size_t sendcounts[], const size_t displs[],
+                       void* recvbuf, size_t recvcount, coll_datatype_t datatype, int root,
+                       coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kScatterv,
+                    scatterv_args(sendbuf, sendcounts, displs, recvbuf, recvcount, datatype, root),
+                    request, Mode::kPersistent);
+}
+
+int coll_alltoall(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                  coll_comm_t comm) {
+  return collective(comm, coll::Coll::kAlltoall, block_args(sendbuf, recvbuf, count, datatype, 0),
+                    nullptr, Mode::kBlocking);
+}
+int coll_ialltoall(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAlltoall, block_args(sendbuf, recvbuf, count, datatype, 0),
+                    request, Mode::kNonblocking);
+}
+int coll_alltoall_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                       coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAlltoall, block_args(sendbuf, recvbuf, count, datatype, 0),
+                    request, Mode::kPersistent);
+}
+
+int coll_alltoallv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                   void* recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                   coll_datatype_t datatype, coll_comm_t comm) {
+  return collective(
+      comm, coll::Coll::kAlltoallv,
+      alltoallv_args(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype), nullptr,
+      Mode::kBlocking);
+}
+int coll_ialltoallv(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                    void* recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                    coll_datatype_t datatype, coll_comm_t comm, coll_request_t* request) {
+  return collective(
+      comm, coll::Coll::kAlltoallv,
+      alltoallv_args(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype), request,
+      Mode::kNonblocking);
+}
+int coll_alltoallv_init(const void* sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                        void* recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                        coll_datatype_t datatype, coll_comm_t comm, coll_request_t* request) {
+  return collective(
+      comm, coll::Coll::kAlltoallv,
+      alltoallv_args(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, datatype), request,
+      Mode::kPersistent);
+}
+
+int coll_scan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+              coll_op_t op, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kScan, vector_args(sendbuf, recvbuf, count, datatype, op, 0),
+                    nullptr, Mode::kBlocking);
+}
+int coll_iscan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+               coll_op_t op, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kScan, vector_args(sendbuf, recvbuf, count, datatype, op, 0),
+                    request, Mode::kNonblocking);
+}
+int coll_scan_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_op_t op, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kScan, vector_args(sendbuf, recvbuf, count, datatype, op, 0),
+                    request, Mode::kPersistent);
+}
+
+int coll_exscan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                coll_op_t op, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kExscan,
+                    vector_args(sendbuf, recvbuf, count, datatype, op, 0), nullptr,
+                    Mode::kBlocking);
+}
+int coll_iexscan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                 coll_op_t op, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kExscan,
+                    vector_args(sendbuf, recvbuf, count, datatype, op, 0), request,
+                    Mode::kNonblocking);
+}
+int coll_exscan_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                     coll_op_t op, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kExscan,
+                    vector_args(sendbuf, recvbuf, count, datatype, op, 0), request,
+                    Mode::kPersistent);
+}
+
 int coll_test(coll_request_t* request, int* flag) {
   if (!flag) return bad_handle("coll_test: NULL flag");
   return complete_request(request, false, flag);

@@ -95,10 +95,12 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
     // The last choice is kept with the sizes it holds for: programs repeat
     // calls of a few sizes, and a table lookup would show on a small
     // collective (no thread_local either: in a shared library every access
-    // to one is a call).
+    // to one is a call). Keyed by select_bytes, which every rank computes
+    // alike.
+    const size_t key = op.args.select_bytes;
     Choice& last = choice_[int(c)];
-    if (!last.algorithm || op.args.bytes < last.min_bytes || op.args.bytes > last.max_bytes)
-      last = active_selection().choice(c, size(), op.args.bytes);
+    if (!last.algorithm || key < last.min_bytes || key > last.max_bytes)
+      last = active_selection().choice(c, size(), key);
     algo = last.algorithm;
   }
   last_[int(c)] = algo->name;

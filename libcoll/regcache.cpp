@@ -93,7 +93,13 @@ const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len, uin
   std::lock_guard<std::mutex> lock(mutex_);
   if (enabled_) {
     if (Region* found = find_containing(begin, end)) {
-      if (pages_unchanged(*found, begin, end)) {
+      // The whole range, not only the request: the caller may look up any
+      // address of the region it gets (Channel::pinned finds the first
+      // pinned region that contains a send's source), so a region with
+      // some pages replaced since it was registered must not be handed out
+      // at all. (A ring allgather sends from recvbuf after a hit on a
+      // larger, older range around sendbuf: the NIC read the old pages.)
+      if (pages_unchanged(*found, found->begin, found->end)) {
         ++stats_.hits;
         if (found->refcount++ == 0) unlist_unused(found);
         add_owner(found->owners, owner);

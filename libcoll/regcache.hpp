@@ -74,11 +74,14 @@ class RegistrationCache {
   // internal call no interposer sees; other allocators differ), so the cache
   // checks the pages themselves: at registration it records the page frame
   // number (PFN) of every page from /proc/self/pagemap, and a hit is a hit
-  // only if the pages of the request still map the same frames. That check is
-  // exact, not a heuristic: while registered, the old frames are pinned and
-  // cannot be handed to a new mapping, so the same PFN means the same memory.
-  // Its cost is one pread of 8 bytes per page of the request, small next to
-  // moving those pages. Reading PFNs needs CAP_SYS_ADMIN (the kernel shows 0
+  // only if every page of the cached range (not only the request's) still
+  // maps the same frame: the range is handed out, and any address in it may
+  // be used with it. That check is exact, not a heuristic: while
+  // registered, the old frames are pinned and cannot be handed to a new
+  // mapping, so the same PFN means the same memory. Its cost is one pread
+  // of 8 bytes per page of the cached range, small next to moving those
+  // pages (a small request inside a much larger cached range pays for the
+  // whole range). Reading PFNs needs CAP_SYS_ADMIN (the kernel shows 0
   // otherwise).
   enum class Validation {
     kAuto,          // kPageFrames where PFNs are readable, else kNoReuse

@@ -60,8 +60,11 @@ typedef enum {
   COLL_OP_COUNT /* not an operator: the number of them */
 } coll_op_t;
 
-/* Pass as sendbuf of coll_allreduce to reduce recvbuf in place. */
-#define COLL_IN_PLACE ((const void *)1)
+/* "In place": passed instead of a buffer where MPI allows MPI_IN_PLACE; the
+ * collectives below say which argument takes it and what it means. A
+ * void pointer, so that it converts to both const void * (sendbuf) and
+ * void * (scatter's recvbuf at the root) in C and in C++. */
+#define COLL_IN_PLACE ((void *)1)
 
 /* A communicator handle. Handles are validated: a freed one, one from
  * before coll_finalize, or garbage gives COLL_ERR_INVALID_ARG. */
@@ -152,6 +155,162 @@ int coll_bcast_init(void *buf, size_t count, coll_datatype_t datatype, int root,
 int coll_barrier(coll_comm_t comm);
 int coll_ibarrier(coll_comm_t comm, coll_request_t *request);
 int coll_barrier_init(coll_comm_t comm, coll_request_t *request);
+
+/* The rest of MPI's collectives, with MPI's semantics.
+ *
+ * Counts and displacements are in elements of datatype; every count array
+ * and displacement array has one entry per rank of comm. Each function has
+ * its coll_iX(..., coll_request_t *request) and coll_X_init(...,
+ * coll_request_t *request) forms by the rule above: the same arguments,
+ * then the request. The count and displacement arrays are read where the
+ * operation runs, not only where it is started: like the buffers, they
+ * belong to an outstanding operation until it is complete (MPI's rule), and
+ * to a persistent request until it is freed; the same holds for the
+ * values in them.
+ *
+ * Arguments that only the root uses (reduce's and gather(v)'s recvbuf and
+ * gatherv's recvcounts and displs; scatter(v)'s sendbuf and scatterv's
+ * sendcounts and displs) are ignored elsewhere and may be NULL there.
+ * Every rank must pass the same root, datatype and op, and counts that
+ * agree (what one rank sends to another is what that one receives); a
+ * mismatch that shows in the sizes of the messages is reported as
+ * COLL_ERR_INVALID_ARG by a rank that sees it.
+ *
+ * Reductions are deterministic: the same inputs on the same ranks with the
+ * same algorithm give the same bits, run after run. The operators are
+ * treated as commutative (all of libcoll's are), so the order in which
+ * ranks' operands meet depends on the algorithm: float SUM and PROD may
+ * round differently from another algorithm or library (within the usual
+ * bounds). reduce_scatter(_block), scan and exscan give each rank its own
+ * result; reduce gives one result, at the root.
+ *
+ * COLL_IN_PLACE:
+ *   reduce               sendbuf at the root: the root's input is recvbuf.
+ *   allgather(v)         sendbuf: this rank's block is already in recvbuf
+ *                        (at rank * count, or at displs[rank]); sendcount
+ *                        is then ignored.
+ *   reduce_scatter(_block) sendbuf: the whole input is in recvbuf, and
+ *                        this rank's block of the result goes to its start.
+ *   gather(v)            sendbuf at the root: its block is already in
+ *                        recvbuf (sendcount is then ignored).
+ *   scatter(v)           recvbuf at the root: its block stays in sendbuf.
+ *   alltoall(v)          sendbuf: the data to send is in recvbuf, laid out
+ *                        as the result (alltoallv: recvcounts and rdispls;
+ *                        sendcounts and sdispls are then ignored).
+ *   scan, exscan         sendbuf: the input is in recvbuf.
+ * exscan leaves rank 0's recvbuf untouched (its result is undefined in MPI).
+ *
+ * reduce_scatter_block: every rank's input is size * recvcount elements;
+ * rank i gets the reduction of block i. reduce_scatter: the input is
+ * sum(recvcounts) elements, rank i gets block i (recvcounts[i] elements at
+ * the sum of the counts before it). */
+int coll_reduce(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                coll_op_t op, int root, coll_comm_t comm);
+int coll_ireduce(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                 coll_op_t op, int root, coll_comm_t comm, coll_request_t *request);
+int coll_reduce_init(const void *sendbuf, void *recvbuf, size_t count,
+                     coll_datatype_t datatype, coll_op_t op, int root, coll_comm_t comm,
+                     coll_request_t *request);
+
+int coll_allgather(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_comm_t comm);
+int coll_iallgather(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                    coll_comm_t comm, coll_request_t *request);
+int coll_allgather_init(const void *sendbuf, void *recvbuf, size_t count,
+                        coll_datatype_t datatype, coll_comm_t comm, coll_request_t *request);
+
+int coll_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                    const size_t recvcounts[], const size_t displs[], coll_datatype_t datatype,
+                    coll_comm_t comm);
+int coll_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                     const size_t recvcounts[], const size_t displs[], coll_datatype_t datatype,
+                     coll_comm_t comm, coll_request_t *request);
+int coll_allgatherv_init(const void *sendbuf, size_t sendcount, void *recvbuf,
+                         const size_t recvcounts[], const size_t displs[],
+                         coll_datatype_t datatype, coll_comm_t comm, coll_request_t *request);
+
+int coll_reduce_scatter_block(const void *sendbuf, void *recvbuf, size_t recvcount,
+                              coll_datatype_t datatype, coll_op_t op, coll_comm_t comm);
+int coll_ireduce_scatter_block(const void *sendbuf, void *recvbuf, size_t recvcount,
+                               coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                               coll_request_t *request);
+int coll_reduce_scatter_block_init(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                   coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                                   coll_request_t *request);
+
+int coll_reduce_scatter(const void *sendbuf, void *recvbuf, const size_t recvcounts[],
+                        coll_datatype_t datatype, coll_op_t op, coll_comm_t comm);
+int coll_ireduce_scatter(const void *sendbuf, void *recvbuf, const size_t recvcounts[],
+                         coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                         coll_request_t *request);
+int coll_reduce_scatter_init(const void *sendbuf, void *recvbuf, const size_t recvcounts[],
+                             coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                             coll_request_t *request);
+
+int coll_gather(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                int root, coll_comm_t comm);
+int coll_igather(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                 int root, coll_comm_t comm, coll_request_t *request);
+int coll_gather_init(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                     int root, coll_comm_t comm, coll_request_t *request);
+
+int coll_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t recvcounts[],
+                 const size_t displs[], coll_datatype_t datatype, int root, coll_comm_t comm);
+int coll_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                  const size_t recvcounts[], const size_t displs[], coll_datatype_t datatype,
+                  int root, coll_comm_t comm, coll_request_t *request);
+int coll_gatherv_init(const void *sendbuf, size_t sendcount, void *recvbuf,
+                      const size_t recvcounts[], const size_t displs[], coll_datatype_t datatype,
+                      int root, coll_comm_t comm, coll_request_t *request);
+
+int coll_scatter(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                 int root, coll_comm_t comm);
+int coll_iscatter(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                  int root, coll_comm_t comm, coll_request_t *request);
+int coll_scatter_init(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                      int root, coll_comm_t comm, coll_request_t *request);
+
+int coll_scatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
+                  void *recvbuf, size_t recvcount, coll_datatype_t datatype, int root,
+                  coll_comm_t comm);
+int coll_iscatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
+                   void *recvbuf, size_t recvcount, coll_datatype_t datatype, int root,
+                   coll_comm_t comm, coll_request_t *request);
+int coll_scatterv_init(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
+                       void *recvbuf, size_t recvcount, coll_datatype_t datatype, int root,
+                       coll_comm_t comm, coll_request_t *request);
+
+int coll_alltoall(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                  coll_comm_t comm);
+int coll_ialltoall(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_comm_t comm, coll_request_t *request);
+int coll_alltoall_init(const void *sendbuf, void *recvbuf, size_t count,
+                       coll_datatype_t datatype, coll_comm_t comm, coll_request_t *request);
+
+int coll_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                   void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                   coll_datatype_t datatype, coll_comm_t comm);
+int coll_ialltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                    void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                    coll_datatype_t datatype, coll_comm_t comm, coll_request_t *request);
+int coll_alltoallv_init(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                        void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                        coll_datatype_t datatype, coll_comm_t comm, coll_request_t *request);
+
+/* scan: rank i gets the reduction of the inputs of ranks 0..i; exscan: of
+ * ranks 0..i-1 (rank 0's recvbuf is left as it was). */
+int coll_scan(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+              coll_op_t op, coll_comm_t comm);
+int coll_iscan(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+               coll_op_t op, coll_comm_t comm, coll_request_t *request);
+int coll_scan_init(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_op_t op, coll_comm_t comm, coll_request_t *request);
+int coll_exscan(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                coll_op_t op, coll_comm_t comm);
+int coll_iexscan(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                 coll_op_t op, coll_comm_t comm, coll_request_t *request);
+int coll_exscan_init(const void *sendbuf, void *recvbuf, size_t count, coll_datatype_t datatype,
+                     coll_op_t op, coll_comm_t comm, coll_request_t *request);
 
 int coll_test(coll_request_t *request, int *flag);
 int coll_wait(coll_request_t *request);

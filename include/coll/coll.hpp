@@ -192,6 +192,246 @@ class Comm {
   }
   Request barrier_init() const { return request(coll_barrier_init, comm_); }
 
+
+  // The rest of the collective set, with the C API's arguments (coll.h):
+  // X(...) blocks, iX(...) and X_init(...) return the Request.
+  void reduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type, coll_op_t op,
+              int root) const {
+    check(coll_reduce(sendbuf, recvbuf, count, type, op, root, comm_), comm_);
+  }
+  Request ireduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                  coll_op_t op, int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_ireduce(sendbuf, recvbuf, count, type, op, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request reduce_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                      coll_op_t op, int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_reduce_init(sendbuf, recvbuf, count, type, op, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void allgather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type) const {
+    check(coll_allgather(sendbuf, recvbuf, count, type, comm_), comm_);
+  }
+  Request iallgather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_iallgather(sendbuf, recvbuf, count, type, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request allgather_init(const void* sendbuf, void* recvbuf, size_t count,
+                         coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_allgather_init(sendbuf, recvbuf, count, type, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void allgatherv(const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
+                  const size_t* displs, coll_datatype_t type) const {
+    check(coll_allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, type, comm_), comm_);
+  }
+  Request iallgatherv(const void* sendbuf, size_t sendcount, void* recvbuf,
+                      const size_t* recvcounts, const size_t* displs, coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_iallgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, type, comm_, &r),
+          comm_);
+    return Request(r, comm_);
+  }
+  Request allgatherv_init(const void* sendbuf, size_t sendcount, void* recvbuf,
+                          const size_t* recvcounts, const size_t* displs,
+                          coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_allgatherv_init(sendbuf, sendcount, recvbuf, recvcounts, displs, type, comm_, &r),
+          comm_);
+    return Request(r, comm_);
+  }
+  void reduce_scatter_block(const void* sendbuf, void* recvbuf, size_t recvcount,
+                            coll_datatype_t type, coll_op_t op) const {
+    check(coll_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm_), comm_);
+  }
+  Request ireduce_scatter_block(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                coll_datatype_t type, coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_ireduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request reduce_scatter_block_init(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                    coll_datatype_t type, coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_reduce_scatter_block_init(sendbuf, recvbuf, recvcount, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void reduce_scatter(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                      coll_datatype_t type, coll_op_t op) const {
+    check(coll_reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm_), comm_);
+  }
+  Request ireduce_scatter(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                          coll_datatype_t type, coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_ireduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request reduce_scatter_init(const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                              coll_datatype_t type, coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_reduce_scatter_init(sendbuf, recvbuf, recvcounts, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void gather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+              int root) const {
+    check(coll_gather(sendbuf, recvbuf, count, type, root, comm_), comm_);
+  }
+  Request igather(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                  int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_igather(sendbuf, recvbuf, count, type, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request gather_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                      int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_gather_init(sendbuf, recvbuf, count, type, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void gatherv(const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
+               const size_t* displs, coll_datatype_t type, int root) const {
+    check(coll_gatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, type, root, comm_), comm_);
+  }
+  Request igatherv(const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
+                   const size_t* displs, coll_datatype_t type, int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_igatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, type, root, comm_, &r),
+          comm_);
+    return Request(r, comm_);
+  }
+  Request gatherv_init(const void* sendbuf, size_t sendcount, void* recvbuf,
+                       const size_t* recvcounts, const size_t* displs, coll_datatype_t type,
+                       int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_gatherv_init(sendbuf, sendcount, recvbuf, recvcounts, displs, type, root, comm_, &r),
+          comm_);
+    return Request(r, comm_);
+  }
+  void scatter(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+               int root) const {
+    check(coll_scatter(sendbuf, recvbuf, count, type, root, comm_), comm_);
+  }
+  Request iscatter(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                   int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_iscatter(sendbuf, recvbuf, count, type, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request scatter_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                       int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_scatter_init(sendbuf, recvbuf, count, type, root, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void scatterv(const void* sendbuf, const size_t* sendcounts, const size_t* displs, void* recvbuf,
+                size_t recvcount, coll_datatype_t type, int root) const {
+    check(coll_scatterv(sendbuf, sendcounts, displs, recvbuf, recvcount, type, root, comm_), comm_);
+  }
+  Request iscatterv(const void* sendbuf, const size_t* sendcounts, const size_t* displs,
+                    void* recvbuf, size_t recvcount, coll_datatype_t type, int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_iscatterv(sendbuf, sendcounts, displs, recvbuf, recvcount, type, root, comm_, &r),
+          comm_);
+    return Request(r, comm_);
+  }
+  Request scatterv_init(const void* sendbuf, const size_t* sendcounts, const size_t* displs,
+                        void* recvbuf, size_t recvcount, coll_datatype_t type, int root) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(
+        coll_scatterv_init(sendbuf, sendcounts, displs, recvbuf, recvcount, type, root, comm_, &r),
+        comm_);
+    return Request(r, comm_);
+  }
+  void alltoall(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type) const {
+    check(coll_alltoall(sendbuf, recvbuf, count, type, comm_), comm_);
+  }
+  Request ialltoall(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_ialltoall(sendbuf, recvbuf, count, type, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request alltoall_init(const void* sendbuf, void* recvbuf, size_t count,
+                        coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_alltoall_init(sendbuf, recvbuf, count, type, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                 void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                 coll_datatype_t type) const {
+    check(coll_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, type, comm_),
+          comm_);
+  }
+  Request ialltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                     void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                     coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_ialltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, type, comm_,
+                          &r),
+          comm_);
+    return Request(r, comm_);
+  }
+  Request alltoallv_init(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                         void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                         coll_datatype_t type) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_alltoallv_init(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, type,
+                              comm_, &r),
+          comm_);
+    return Request(r, comm_);
+  }
+  void scan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+            coll_op_t op) const {
+    check(coll_scan(sendbuf, recvbuf, count, type, op, comm_), comm_);
+  }
+  Request iscan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_iscan(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request scan_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                    coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_scan_init(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  void exscan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+              coll_op_t op) const {
+    check(coll_exscan(sendbuf, recvbuf, count, type, op, comm_), comm_);
+  }
+  Request iexscan(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                  coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_iexscan(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  Request exscan_init(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t type,
+                      coll_op_t op) const {
+    coll_request_t r = COLL_REQUEST_NULL;
+    check(coll_exscan_init(sendbuf, recvbuf, count, type, op, comm_, &r), comm_);
+    return Request(r, comm_);
+  }
+  // Typed conveniences: a vector in, a vector out.
+  template <class T>
+  void allgather(const std::vector<T>& mine, std::vector<T>& all) const {
+    all.resize(mine.size() * size_t(size()));
+    allgather(mine.data(), all.data(), mine.size(), datatype_of<T>());
+  }
+  template <class T>
+  void alltoall(const std::vector<T>& send, std::vector<T>& recv) const {
+    recv.resize(send.size());
+    alltoall(send.data(), recv.data(), send.size() / size_t(size()), datatype_of<T>());
+  }
+  template <class T>
+  void scan(std::vector<T>& inout, coll_op_t op) const {
+    scan(COLL_IN_PLACE, inout.data(), inout.size(), datatype_of<T>(), op);
+  }
+
  private:
   // Calls a coll_i* or coll_*_init function, whose last argument is the
   // request it makes.
@@ -201,7 +441,6 @@ class Comm {
     check(fn(args..., &r), comm_);
     return Request(r, comm_);
   }
-
   coll_comm_t comm_;
   bool owned_ = false;
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "mp_support.hpp"
 
@@ -127,6 +128,149 @@ TEST_F(BadInput, NullOutArguments) {
   expect_rejected(coll_initialized(nullptr), "initialized NULL flag", nullptr);
 }
 
+// The collectives of issue 12. Every rank passes an argument it can see is
+// wrong, so every rank refuses the call before any message.
+TEST_F(BadInput, NewCollectivesRefuseNullBuffersOnEveryRank) {
+  coll_comm_t w = mp::world();
+  const int n = mp::world_size();
+  void* r = recv_.data();
+  const void* s = send_.data();
+  std::vector<size_t> counts(size_t(n), 1), displs(size_t(n), 0);
+  expect_rejected(coll_reduce(nullptr, r, kCount, COLL_INT64, COLL_SUM, 0, w),
+                  "reduce null sendbuf", w);
+  expect_rejected(coll_scan(nullptr, r, kCount, COLL_INT64, COLL_SUM, w), "scan null sendbuf", w);
+  expect_rejected(coll_exscan(s, nullptr, kCount, COLL_INT64, COLL_SUM, w), "exscan null recvbuf",
+                  w);
+  expect_rejected(coll_allgather(s, nullptr, 1, COLL_INT64, w), "allgather null recvbuf", w);
+  expect_rejected(coll_alltoall(nullptr, r, 1, COLL_INT64, w), "alltoall null sendbuf", w);
+  expect_rejected(coll_reduce_scatter_block(s, nullptr, 1, COLL_INT64, COLL_SUM, w),
+                  "reduce_scatter_block null recvbuf", w);
+  expect_rejected(coll_reduce_scatter(s, r, nullptr, COLL_INT64, COLL_SUM, w),
+                  "reduce_scatter null recvcounts", w);
+  expect_rejected(coll_allgatherv(s, 1, r, nullptr, displs.data(), COLL_INT64, w),
+                  "allgatherv null recvcounts", w);
+  expect_rejected(coll_allgatherv(s, 1, r, counts.data(), nullptr, COLL_INT64, w),
+                  "allgatherv null displs", w);
+  expect_rejected(
+      coll_alltoallv(s, counts.data(), nullptr, r, counts.data(), displs.data(), COLL_INT64, w),
+      "alltoallv null sdispls", w);
+  expect_rejected(
+      coll_alltoallv(s, counts.data(), displs.data(), r, nullptr, displs.data(), COLL_INT64, w),
+      "alltoallv null recvcounts", w);
+  // Every rank a non-root with a NULL sendbuf, or the root with a NULL
+  // recvbuf (gather), and the same for scatter the other way round.
+  expect_rejected(coll_gather(nullptr, r, 1, COLL_INT64, 0, w), "gather null sendbuf", w);
+  expect_rejected(coll_scatter(s, nullptr, 1, COLL_INT64, 0, w), "scatter null recvbuf", w);
+  // The root refuses its NULL root-only buffer, the others COLL_IN_PLACE,
+  // which only the root may pass.
+  const bool root = mp::world_rank() == 0;
+  expect_rejected(
+      coll_reduce(COLL_IN_PLACE, root ? nullptr : r, kCount, COLL_INT64, COLL_SUM, 0, w),
+      "reduce in place: root NULL recvbuf / in place elsewhere", w);
+  expect_rejected(coll_gather(COLL_IN_PLACE, root ? nullptr : r, 1, COLL_INT64, 0, w),
+                  "gather in place: root NULL recvbuf / in place elsewhere", w);
+  // COLL_IN_PLACE is recvbuf's for scatter, never sendbuf's.
+  expect_rejected(coll_scatter(COLL_IN_PLACE, r, 1, COLL_INT64, 0, w), "scatter in place sendbuf",
+                  w);
+}
+
+// Arguments that only the root uses: on a communicator of one rank (every
+// rank its own root), so that every rank sees its own mistake.
+TEST_F(BadInput, RootOnlyArgumentsAreCheckedAtTheRoot) {
+  coll_comm_t alone = COLL_COMM_NULL;
+  ASSERT_EQ(coll_comm_split(mp::world(), mp::world_rank(), 0, &alone), COLL_SUCCESS);
+  void* r = recv_.data();
+  const void* s = send_.data();
+  size_t one[1] = {1}, zero[1] = {0}, two[1] = {2};
+  expect_rejected(coll_reduce(s, nullptr, kCount, COLL_INT64, COLL_SUM, 0, alone),
+                  "reduce root null recvbuf", alone);
+  expect_rejected(coll_gather(s, nullptr, 1, COLL_INT64, 0, alone), "gather root null recvbuf",
+                  alone);
+  expect_rejected(coll_gatherv(s, 1, r, nullptr, zero, COLL_INT64, 0, alone),
+                  "gatherv root null recvcounts", alone);
+  expect_rejected(coll_gatherv(s, 1, r, one, nullptr, COLL_INT64, 0, alone),
+                  "gatherv root null displs", alone);
+  expect_rejected(coll_gatherv(s, 1, nullptr, one, zero, COLL_INT64, 0, alone),
+                  "gatherv root null recvbuf", alone);
+  expect_rejected(coll_scatter(nullptr, r, 1, COLL_INT64, 0, alone), "scatter root null sendbuf",
+                  alone);
+  expect_rejected(coll_scatterv(s, nullptr, zero, r, 1, COLL_INT64, 0, alone),
+                  "scatterv root null sendcounts", alone);
+  expect_rejected(coll_scatterv(nullptr, one, zero, r, 1, COLL_INT64, 0, alone),
+                  "scatterv root null sendbuf", alone);
+  // The root's own count against its entry in the root's array.
+  expect_rejected(coll_gatherv(s, 1, r, two, zero, COLL_INT64, 0, alone),
+                  "gatherv root sendcount 1, recvcounts[root] 2", alone);
+  expect_rejected(coll_scatterv(s, two, zero, r, 1, COLL_INT64, 0, alone),
+                  "scatterv root recvcount 1, sendcounts[root] 2", alone);
+  EXPECT_EQ(coll_comm_free(&alone), COLL_SUCCESS);
+}
+
+TEST_F(BadInput, NewCollectivesRefuseCountOverflowAndMismatchedOwnCounts) {
+  coll_comm_t w = mp::world();
+  const int n = mp::world_size(), me = mp::world_rank();
+  void* r = recv_.data();
+  const void* s = send_.data();
+  // Per-rank counts that fit alone but not times the rank count (n >= 2),
+  // or not at all (n == 1).
+  const size_t huge = SIZE_MAX / 8 / size_t(n) + 1;
+  expect_rejected(coll_reduce(s, r, SIZE_MAX / 2 + 1, COLL_INT16, COLL_SUM, 0, w),
+                  "reduce count*2 overflows", w);
+  expect_rejected(coll_allgather(s, r, huge, COLL_INT64, w), "allgather count*8*n overflows", w);
+  expect_rejected(coll_alltoall(s, r, huge, COLL_INT64, w), "alltoall count*8*n overflows", w);
+  expect_rejected(coll_gather(s, r, huge, COLL_INT64, 0, w), "gather count*8*n overflows", w);
+  expect_rejected(coll_scatter(s, r, huge, COLL_INT64, 0, w), "scatter count*8*n overflows", w);
+  expect_rejected(coll_reduce_scatter_block(s, r, huge, COLL_INT64, COLL_SUM, w),
+                  "reduce_scatter_block recvcount*8*n overflows", w);
+  expect_rejected(coll_scan(s, r, SIZE_MAX / 4, COLL_INT64, COLL_SUM, w), "scan count*8 overflows",
+                  w);
+  std::vector<size_t> counts(size_t(n), 1), displs(size_t(n), 0);
+  for (int i = 0; i < n; ++i) displs[size_t(i)] = size_t(i);
+  std::vector<size_t> big = counts;
+  big[size_t(n - 1)] = SIZE_MAX / 8;
+  expect_rejected(coll_allgatherv(s, 1, r, big.data(), displs.data(), COLL_INT64, w),
+                  "allgatherv recvcounts overflow", w);
+  expect_rejected(coll_reduce_scatter(s, r, big.data(), COLL_INT64, COLL_SUM, w),
+                  "reduce_scatter recvcounts overflow", w);
+  std::vector<size_t> far = displs;
+  far[0] = SIZE_MAX / 8;
+  expect_rejected(
+      coll_alltoallv(s, counts.data(), far.data(), r, counts.data(), displs.data(), COLL_INT64, w),
+      "alltoallv sdispls + count overflow", w);
+  // What a rank sends itself against what it receives from itself.
+  expect_rejected(coll_allgatherv(s, 2, r, counts.data(), displs.data(), COLL_INT64, w),
+                  "allgatherv sendcount 2 but recvcounts[rank] 1", w);
+  std::vector<size_t> more = counts;
+  more[size_t(me)] = 2;
+  expect_rejected(
+      coll_alltoallv(s, more.data(), displs.data(), r, counts.data(), displs.data(), COLL_INT64, w),
+      "alltoallv sendcounts[rank] 2 but recvcounts[rank] 1", w);
+}
+
+TEST_F(BadInput, NewCollectivesRefuseBadRootsOpsAndOverlaps) {
+  coll_comm_t w = mp::world();
+  void* r = recv_.data();
+  const void* s = send_.data();
+  for (int root : {-1, mp::world_size(), INT_MAX}) {
+    const std::string at = " root " + std::to_string(root);
+    expect_rejected(coll_reduce(s, r, 1, COLL_INT64, COLL_SUM, root, w), "reduce" + at, w);
+    expect_rejected(coll_gather(s, r, 1, COLL_INT64, root, w), "gather" + at, w);
+    expect_rejected(coll_scatter(s, r, 1, COLL_INT64, root, w), "scatter" + at, w);
+  }
+  expect_rejected(coll_reduce(s, r, 4, COLL_DOUBLE, COLL_BXOR, 0, w), "reduce bxor on double", w);
+  expect_rejected(coll_scan(s, r, 4, COLL_FLOAT, COLL_BAND, w), "scan band on float", w);
+  expect_rejected(coll_exscan(s, r, 4, COLL_INT64, static_cast<coll_op_t>(99), w), "exscan op 99",
+                  w);
+  expect_rejected(coll_reduce_scatter_block(s, r, 1, static_cast<coll_datatype_t>(99), COLL_SUM, w),
+                  "reduce_scatter_block datatype 99", w);
+  // The same buffer as sendbuf and recvbuf, not COLL_IN_PLACE, where the
+  // two have different layouts (for the vector reductions, as for
+  // allreduce, it means in place).
+  expect_rejected(coll_alltoall(r, r, 1, COLL_INT64, w), "alltoall sendbuf == recvbuf", w);
+  expect_rejected(coll_reduce_scatter_block(r, r, 1, COLL_INT64, COLL_SUM, w),
+                  "reduce_scatter_block sendbuf == recvbuf", w);
+}
+
 TEST(StatusNames, EveryCodeHasADistinctNonEmptyName) {
   std::set<std::string> names;
   for (int status = COLL_SUCCESS; status <= COLL_ERR_INTERNAL; ++status) {
@@ -156,6 +300,11 @@ TEST(BadInputAftermath, CommunicatorStillWorks) {
   EXPECT_EQ(coll_bcast(nullptr, 0, COLL_INT32, 0, mp::world()), COLL_SUCCESS)
       << coll_comm_last_error(mp::world());
   EXPECT_EQ(coll_barrier(mp::world()), COLL_SUCCESS) << coll_comm_last_error(mp::world());
+  // The new collectives with nothing to move, NULL everywhere.
+  EXPECT_EQ(coll_reduce(nullptr, nullptr, 0, COLL_INT32, COLL_SUM, 0, mp::world()), COLL_SUCCESS);
+  EXPECT_EQ(coll_alltoall(nullptr, nullptr, 0, COLL_INT32, mp::world()), COLL_SUCCESS);
+  EXPECT_EQ(coll_gather(nullptr, nullptr, 0, COLL_INT32, 0, mp::world()), COLL_SUCCESS);
+  EXPECT_EQ(coll_exscan(nullptr, nullptr, 0, COLL_INT32, COLL_SUM, mp::world()), COLL_SUCCESS);
 }
 
 }  // namespace

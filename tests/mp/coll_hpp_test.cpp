@@ -107,6 +107,38 @@ TEST(CppWrapper, SplitDupAndRequests) {
   EXPECT_FALSE(none);
 }
 
+TEST(CppWrapper, RestOfTheCollectiveSet) {
+  const coll::Comm world = coll::Comm::world();
+  const int n = world.size(), r = world.rank();
+  std::vector<int32_t> mine = {r, 10 * r}, all;
+  world.allgather(mine, all);
+  ASSERT_EQ(all.size(), size_t(2 * n));
+  for (int i = 0; i < n; ++i) EXPECT_EQ(all[size_t(2 * i) + 1], 10 * i);
+  std::vector<int64_t> send(static_cast<size_t>(n)), recv;
+  for (int i = 0; i < n; ++i) send[size_t(i)] = 100 * r + i;  // for rank i
+  world.alltoall(send, recv);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(recv[size_t(i)], 100 * i + r);
+  std::vector<double> prefix = {1.0, double(r)};
+  world.scan(prefix, COLL_SUM);
+  EXPECT_EQ(prefix[0], double(r + 1));
+  EXPECT_EQ(prefix[1], double(r * (r + 1) / 2));
+  int32_t sum = 0;
+  world.reduce(&r, r == 0 ? &sum : nullptr, 1, COLL_INT32, COLL_SUM, 0);
+  if (r == 0) {
+    EXPECT_EQ(sum, n * (n - 1) / 2);
+  }
+  // Persistent exscan, started twice.
+  int64_t x = r + 1, before = -7;
+  coll::Request q = world.exscan_init(&x, &before, 1, COLL_INT64, COLL_SUM);
+  for (int k = 0; k < 2; ++k) {
+    q.start();
+    q.wait();
+    EXPECT_EQ(before, r == 0 ? -7 : int64_t(r) * (r + 1) / 2);
+  }
+  // A bad root throws on every rank.
+  EXPECT_THROW(world.gather(&x, nullptr, 1, COLL_INT64, n), coll::Exception);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

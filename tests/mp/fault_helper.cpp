@@ -14,6 +14,13 @@
 //                 On shm both are line messages (flags in every line).
 //   mismatch-slot the same with 10 against 1000 (40 B in lines against
 //                 4000 B through a slot).
+//   mismatch-gather    gather to rank 0: rank 1 sends 5 elements, the
+//                 others 3. Rank 0 must get COLL_ERR_INVALID_ARG; the
+//                 others success (their sends fit the slots) or an error;
+//                 rank 0's blocks of the others intact.
+//   mismatch-alltoallv rank 0 expects 4 elements from rank 1, which sends
+//                 it 2 (and the rest agree): rank 0 must get
+//                 COLL_ERR_INVALID_ARG, the others success or an error.
 #include <coll/coll.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -160,11 +167,48 @@ int mismatch(size_t others) {
              : 1;
 }
 
+// Rank 0 must see the mismatch as COLL_ERR_INVALID_ARG; the others may
+// finish (their messages fit the slots) or fail, but never with wrong data
+// or a crash.
+int expect_invalid_at_rank0(const char* what, int status) {
+  report(what, status);
+  if (g_rank == 0) return status == COLL_ERR_INVALID_ARG ? 0 : 1;
+  return status == COLL_SUCCESS || status == COLL_ERR_INVALID_ARG || status == COLL_ERR_TIMEOUT ||
+                 status == COLL_ERR_PEER_LOST
+             ? 0
+             : 1;
+}
+
+int mismatch_gather() {
+  const size_t count = g_rank == 1 ? 5 : 3;
+  std::vector<int32_t> send(count, g_rank + 1);
+  std::vector<int32_t> recv(size_t(g_size) * 3, -1);
+  const int status = coll_gather(send.data(), g_rank == 0 ? recv.data() : nullptr, count,
+                                 COLL_INT32, 0, coll_comm_world());
+  return expect_invalid_at_rank0("mismatched gather", status);
+}
+
+int mismatch_alltoallv() {
+  std::vector<size_t> sendcounts(static_cast<size_t>(g_size), 2),
+      recvcounts(static_cast<size_t>(g_size), 2), displs(static_cast<size_t>(g_size));
+  if (g_rank == 0) recvcounts[1] = 4;
+  for (int i = 0; i < g_size; ++i) displs[size_t(i)] = size_t(i) * 4;
+  std::vector<int32_t> send(size_t(g_size) * 4, g_rank), recv(size_t(g_size) * 4, -1);
+  const int status =
+      coll_alltoallv(send.data(), sendcounts.data(), displs.data(), recv.data(), recvcounts.data(),
+                     displs.data(), COLL_INT32, coll_comm_world());
+  return expect_invalid_at_rank0("mismatched alltoallv", status);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s silent-rank|kill-rank|mismatch|mismatch-slot\n", argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s "
+        "silent-rank|kill-rank|mismatch|mismatch-slot|mismatch-gather|mismatch-alltoallv\n",
+        argv[0]);
     return 64;
   }
   const std::string mode = argv[1];
@@ -192,6 +236,10 @@ int main(int argc, char** argv) {
     result = mismatch(20);
   else if (mode == "mismatch-slot")
     result = mismatch(1000);
+  else if (mode == "mismatch-gather")
+    result = mismatch_gather();
+  else if (mode == "mismatch-alltoallv")
+    result = mismatch_alltoallv();
   else
     std::fprintf(stderr, "fault-helper: unknown mode %s\n", mode.c_str());
 

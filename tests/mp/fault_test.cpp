@@ -263,4 +263,31 @@ TEST_F(Fault, MismatchedLineAndSlotMessagesEndInAnError) {
   expect_shm_clean(job);
 }
 
+// Rooted and v-collectives: the rank that receives the message of the
+// wrong length names it as an argument error.
+void expect_rank0_invalid(const JobResult& job, const std::string& what) {
+  EXPECT_TRUE(job.exited && job.exit_status == 0)
+      << "exit " << job.exit_status << " signal " << job.signal
+      << ": a rank crashed or got an unexpected status:\n"
+      << job.output;
+  EXPECT_EQ(count_lines_containing(
+                job.output, {"fault-helper rank 0: mismatched " + what + " status=" +
+                                 std::to_string(COLL_ERR_INVALID_ARG) + " "}),
+            1)
+      << job.output;
+  EXPECT_GE(count_lines_containing(job.output, {"where it expected"}), 1) << job.output;
+}
+
+TEST_F(Fault, MismatchedGatherCountIsAnArgumentErrorAtTheRoot) {
+  const JobResult job = run(3, {"COLL_TIMEOUT=3"}, "mismatch-gather");
+  expect_rank0_invalid(job, "gather");
+  expect_shm_clean(job);
+}
+
+TEST_F(Fault, MismatchedAlltoallvCountsAreAnArgumentError) {
+  const JobResult job = run(3, {"COLL_TIMEOUT=3"}, "mismatch-alltoallv");
+  expect_rank0_invalid(job, "alltoallv");
+  expect_shm_clean(job);
+}
+
 }  // namespace

@@ -1,7 +1,11 @@
 // libcoll against Open MPI, in one process started by mpirun: the same
 // random inputs go through MPI_Allreduce / MPI_Bcast and coll_allreduce /
 // coll_bcast, for every datatype and operator (bitwise ones on integers
-// only), counts 0, 1, 7, 1000 and 100003, several roots.
+// only), counts 0, 1, 7, 1000 and 100003, several roots; and through the
+// rest of the collective set (reduce, scan, exscan, reduce_scatter(_block),
+// allgather(v), gather(v), scatter(v), alltoall(v)) for every datatype and
+// SUM, PROD, MAX, BXOR, or for three datatypes where only bytes move, with
+// uneven and empty v-blocks.
 //
 // What must hold:
 // - integers: libcoll's result equals Open MPI's, element for element
@@ -366,6 +370,391 @@ INSTANTIATE_TEST_SUITE_P(AllTypesCountsRoots, Bcast,
                                           testing::Values(RootAt::kFirst, RootAt::kMiddle,
                                                           RootAt::kLast)),
                          bcast_case_name);
+
+// ---------------------------------------------------------------------------
+// The collectives of issue 12 against Open MPI's, on the same inputs.
+
+// libcoll's and Open MPI's results of a reduction of the inputs of ranks
+// [lo, hi) (every rank's allreduce_input of `total` elements), at elements
+// [first, first + by_coll.size()) of that input: equal to the bit for
+// integers, MIN and MAX; within the bounds above for float SUM and PROD.
+template <typename T>
+void expect_reduction_matches(const std::string& what, coll_datatype_t type, coll_op_t op,
+                              size_t total, int lo, int hi, size_t first,
+                              const std::vector<T>& by_coll, const std::vector<T>& by_mpi) {
+  ASSERT_EQ(by_coll.size(), by_mpi.size()) << what;
+  Mismatches mismatches;
+  if (std::is_integral_v<T> || op == COLL_MIN || op == COLL_MAX) {
+    for (size_t i = 0; i < by_coll.size(); ++i)
+      if (std::memcmp(&by_coll[i], &by_mpi[i], sizeof(T)) != 0)
+        mismatches.add(i, by_coll[i], by_mpi[i]);
+  } else {
+    std::vector<std::vector<T>> inputs;
+    for (int rank = lo; rank < hi; ++rank)
+      inputs.push_back(allreduce_input<T>(type, op, total, rank));
+    const int n = hi - lo;
+    for (size_t i = 0; i < by_coll.size(); ++i) {
+      long double exact = op == COLL_SUM ? 0.0L : 1.0L, magnitudes = 0.0L;
+      for (const std::vector<T>& in : inputs) {
+        const long double x = in[first + i];
+        exact = op == COLL_SUM ? exact + x : exact * x;
+        magnitudes += std::fabs(x);
+      }
+      const long double tolerance =
+          op == COLL_SUM ? sum_tolerance<T>(n, magnitudes) : prod_tolerance<T>(n, exact);
+      const long double c = by_coll[i], m = by_mpi[i];
+      if (!(std::fabs(c - m) <= tolerance) || !(std::fabs(c - exact) <= tolerance / 2) ||
+          !(std::fabs(m - exact) <= tolerance / 2))
+        mismatches.add(i, by_coll[i], by_mpi[i]);
+    }
+  }
+  EXPECT_EQ(mismatches.count(), 0u)
+      << what << " on rank " << world_rank << ": " << mismatches.report();
+}
+
+std::string status_text(int status) {
+  return std::string(coll_strerror(status)) + ": " + coll_comm_last_error(world());
+}
+
+enum class Reduction { kReduce, kScan, kExscan, kReduceScatterBlock, kReduceScatter };
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::kReduce:
+      return "reduce";
+    case Reduction::kScan:
+      return "scan";
+    case Reduction::kExscan:
+      return "exscan";
+    case Reduction::kReduceScatterBlock:
+      return "reduce_scatter_block";
+    case Reduction::kReduceScatter:
+      return "reduce_scatter";
+  }
+  return "";
+}
+
+// reduce_scatter's uneven blocks: count + rank elements, every third empty.
+std::vector<size_t> scatter_counts(size_t count) {
+  std::vector<size_t> counts(static_cast<size_t>(world_size));
+  for (int i = 0; i < world_size; ++i) counts[size_t(i)] = i % 3 == 1 ? 0 : count + size_t(i);
+  return counts;
+}
+
+template <typename T>
+void compare_reduction(Reduction kind, coll_datatype_t type, coll_op_t op, size_t count, int root) {
+  const std::string what = std::string(reduction_name(kind)) + " " +
+                           describe(type, op, count, false) +
+                           (kind == Reduction::kReduce ? " root " + std::to_string(root) : "");
+  const int n = world_size, r = world_rank;
+  std::vector<size_t> counts = kind == Reduction::kReduceScatter
+                                   ? scatter_counts(count)
+                                   : std::vector<size_t>(size_t(n), count);
+  std::vector<int> mpi_counts(counts.begin(), counts.end());
+  size_t first = 0, total = count, mine = count;
+  if (kind == Reduction::kReduceScatterBlock || kind == Reduction::kReduceScatter) {
+    total = 0;
+    for (int i = 0; i < n; ++i) {
+      if (i == r) first = total;
+      total += counts[size_t(i)];
+    }
+    mine = counts[size_t(r)];
+  }
+  const std::vector<T> input = allreduce_input<T>(type, op, total, r);
+  std::vector<T> by_mpi(mine), by_coll(mine);
+  if (mine) std::memset(by_coll.data(), 0xA5, mine * sizeof(T));
+  const MPI_Datatype dt = mpi_datatype(type);
+  const MPI_Op mop = mpi_op(op);
+  int mpi_status = MPI_SUCCESS, coll_status = COLL_SUCCESS;
+  switch (kind) {
+    case Reduction::kReduce:
+      mpi_status =
+          MPI_Reduce(input.data(), by_mpi.data(), int(count), dt, mop, root, MPI_COMM_WORLD);
+      coll_status = coll_reduce(input.data(), r == root ? by_coll.data() : nullptr, count, type, op,
+                                root, world());
+      break;
+    case Reduction::kScan:
+      mpi_status = MPI_Scan(input.data(), by_mpi.data(), int(count), dt, mop, MPI_COMM_WORLD);
+      coll_status = coll_scan(input.data(), by_coll.data(), count, type, op, world());
+      break;
+    case Reduction::kExscan:
+      mpi_status = MPI_Exscan(input.data(), by_mpi.data(), int(count), dt, mop, MPI_COMM_WORLD);
+      coll_status = coll_exscan(input.data(), by_coll.data(), count, type, op, world());
+      break;
+    case Reduction::kReduceScatterBlock:
+      mpi_status = MPI_Reduce_scatter_block(input.data(), by_mpi.data(), int(count), dt, mop,
+                                            MPI_COMM_WORLD);
+      coll_status =
+          coll_reduce_scatter_block(input.data(), by_coll.data(), count, type, op, world());
+      break;
+    case Reduction::kReduceScatter:
+      mpi_status = MPI_Reduce_scatter(input.data(), by_mpi.data(), mpi_counts.data(), dt, mop,
+                                      MPI_COMM_WORLD);
+      coll_status =
+          coll_reduce_scatter(input.data(), by_coll.data(), counts.data(), type, op, world());
+      break;
+  }
+  ASSERT_EQ(mpi_status, MPI_SUCCESS) << what;
+  ASSERT_EQ(coll_status, COLL_SUCCESS) << what << ": " << status_text(coll_status);
+  // Which ranks' inputs the result reduces (exscan at rank 0 and reduce
+  // away from the root have none).
+  int lo = 0, hi = n;
+  if (kind == Reduction::kScan) hi = r + 1;
+  if (kind == Reduction::kExscan) hi = r;
+  if ((kind == Reduction::kReduce && r != root) || hi == 0) return;
+  expect_reduction_matches<T>(what, type, op, total, lo, hi, first, by_coll, by_mpi);
+}
+
+using ReductionCase = std::tuple<Reduction, coll_datatype_t, coll_op_t, size_t>;
+
+std::string reduction_case_name(const testing::TestParamInfo<ReductionCase>& info) {
+  auto [kind, type, op, count] = info.param;
+  return std::string(reduction_name(kind)) + "_" + datatype_name(type) + "_" + op_name(op) + "_" +
+         std::to_string(count);
+}
+
+std::vector<ReductionCase> reduction_cases() {
+  std::vector<ReductionCase> cases;
+  const size_t counts[] = {1, 7, 1000, 100003};
+  const coll_op_t ops[] = {COLL_SUM, COLL_PROD, COLL_MAX, COLL_BXOR};
+  for (Reduction kind : {Reduction::kReduce, Reduction::kScan, Reduction::kExscan,
+                         Reduction::kReduceScatterBlock, Reduction::kReduceScatter})
+    for (coll_datatype_t type : kTypes)
+      for (coll_op_t op : ops)
+        if (!(is_floating(type) && is_bitwise(op)))
+          for (size_t count : counts)
+            // reduce_scatter(_block) counts are per rank: keep them moderate.
+            if (count < 100003 || kind == Reduction::kReduce || kind == Reduction::kScan ||
+                kind == Reduction::kExscan)
+              cases.emplace_back(kind, type, op, count);
+  return cases;
+}
+
+class Reductions : public testing::TestWithParam<ReductionCase> {};
+
+TEST_P(Reductions, MatchOpenMpi) {
+  auto [kind, type, op, count] = GetParam();
+  visit_datatype(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kind == Reduction::kReduce) {
+      for (RootAt at : {RootAt::kFirst, RootAt::kLast})
+        compare_reduction<T>(kind, type, op, count, resolve(at));
+    } else {
+      compare_reduction<T>(kind, type, op, count, 0);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(SomeTypesOpsCounts, Reductions, testing::ValuesIn(reduction_cases()),
+                         reduction_case_name);
+
+// Data movement: results equal to the bit, and to the closed form.
+enum class Move {
+  kAllgather,
+  kAllgatherv,
+  kGather,
+  kGatherv,
+  kScatter,
+  kScatterv,
+  kAlltoall,
+  kAlltoallv
+};
+const char* move_name(Move m) {
+  static const char* const names[] = {"allgather", "allgatherv", "gather",   "gatherv",
+                                      "scatter",   "scatterv",   "alltoall", "alltoallv"};
+  return names[static_cast<int>(m)];
+}
+
+// One byte that rank `from` sends rank `to` (to = -1: to every rank).
+unsigned char moved_byte(int from, int to, size_t i) {
+  uint64_t z = (uint64_t(from) + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(to + 1) << 32) ^ i;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  return static_cast<unsigned char>((z ^ (z >> 27)) >> 56);
+}
+
+// Counts of the v-variants: uneven, some empty; alltoallv's per pair.
+// from or to -1: any rank (a gather's blocks, a scatter's).
+size_t v_count(size_t count, int from, int to) {
+  return (from + 2 * (to + 1)) % 3 == 1 ? 0 : count + size_t(from + 1) + size_t(to + 1);
+}
+
+void compare_move(Move kind, coll_datatype_t type, size_t count, int root) {
+  const int n = world_size, r = world_rank;
+  const size_t es = coll_datatype_size(type);
+  const MPI_Datatype dt = mpi_datatype(type);
+  const std::string what = std::string(move_name(kind)) + " of " + std::to_string(count) + " " +
+                           datatype_name(type) + " root " + std::to_string(root) + " on " +
+                           std::to_string(n) + " ranks";
+  const bool v = kind == Move::kAllgatherv || kind == Move::kGatherv || kind == Move::kScatterv ||
+                 kind == Move::kAlltoallv;
+  // Send and receive blocks per peer, in elements, placed in reverse rank
+  // order with a gap of one element (v-variants) or contiguous.
+  std::vector<size_t> sc(static_cast<size_t>(n)), rc(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    size_t s = 0, q = 0;
+    switch (kind) {
+      case Move::kAllgather:
+        s = count;
+        q = count;
+        break;
+      case Move::kAllgatherv:
+        s = v_count(count, r, -1);
+        q = v_count(count, i, -1);
+        break;
+      case Move::kGather:
+        s = count;
+        q = r == root ? count : 0;
+        break;
+      case Move::kGatherv:
+        s = v_count(count, r, -1);
+        q = r == root ? v_count(count, i, -1) : 0;
+        break;
+      case Move::kScatter:
+        s = r == root ? count : 0;
+        q = count;
+        break;
+      case Move::kScatterv:
+        s = r == root ? v_count(count, -1, i) : 0;
+        q = v_count(count, -1, r);
+        break;
+      case Move::kAlltoall:
+        s = count;
+        q = count;
+        break;
+      case Move::kAlltoallv:
+        s = v_count(count, r, i);
+        q = v_count(count, i, r);
+        break;
+    }
+    sc[size_t(i)] = s;
+    rc[size_t(i)] = q;
+  }
+  auto place = [&](const std::vector<size_t>& c, std::vector<size_t>& d) {
+    d.assign(c.size(), 0);
+    size_t at = 0;
+    for (size_t k = c.size(); k-- > 0;) {
+      d[k] = v ? at : k * count;
+      at += c[k] + (v ? 1 : 0);
+    }
+    return v ? at : c.size() * count;
+  };
+  std::vector<size_t> sd, rd;
+  // Gathers send one block (index 0), scatters receive one.
+  const bool one_send = kind == Move::kAllgather || kind == Move::kAllgatherv ||
+                        kind == Move::kGather || kind == Move::kGatherv;
+  const bool one_recv = kind == Move::kScatter || kind == Move::kScatterv;
+  const size_t send_len = one_send ? sc[0] : place(sc, sd);
+  const size_t recv_len = one_recv ? rc[size_t(r)] : place(rc, rd);
+  std::vector<unsigned char> send(send_len * es + 1);
+  for (size_t i = 0; i < send.size(); ++i) send[i] = moved_byte(r, -2, i);
+  auto fill_block = [&](size_t at, int to, size_t elems) {
+    for (size_t b = 0; b < elems * es; ++b) send[at * es + b] = moved_byte(r, to, b);
+  };
+  if (one_send) {
+    fill_block(0, -1, sc[0]);
+  } else {
+    for (int i = 0; i < n; ++i) fill_block(sd[size_t(i)], i, sc[size_t(i)]);
+  }
+  std::vector<unsigned char> by_mpi(recv_len * es + 1, 0x5A), by_coll(recv_len * es + 1, 0x5A);
+  std::vector<int> isc(sc.begin(), sc.end()), irc(rc.begin(), rc.end()), isd(sd.begin(), sd.end()),
+      ird(rd.begin(), rd.end());
+  int ms = MPI_SUCCESS, cs = COLL_SUCCESS;
+  const int ic = int(count);
+  switch (kind) {
+    case Move::kAllgather:
+      ms = MPI_Allgather(send.data(), ic, dt, by_mpi.data(), ic, dt, MPI_COMM_WORLD);
+      cs = coll_allgather(send.data(), by_coll.data(), count, type, world());
+      break;
+    case Move::kAllgatherv:
+      ms = MPI_Allgatherv(send.data(), int(sc[0]), dt, by_mpi.data(), irc.data(), ird.data(), dt,
+                          MPI_COMM_WORLD);
+      cs = coll_allgatherv(send.data(), sc[0], by_coll.data(), rc.data(), rd.data(), type, world());
+      break;
+    case Move::kGather:
+      ms = MPI_Gather(send.data(), ic, dt, by_mpi.data(), ic, dt, root, MPI_COMM_WORLD);
+      cs = coll_gather(send.data(), r == root ? by_coll.data() : nullptr, count, type, root,
+                       world());
+      break;
+    case Move::kGatherv:
+      ms = MPI_Gatherv(send.data(), int(sc[0]), dt, by_mpi.data(), irc.data(), ird.data(), dt, root,
+                       MPI_COMM_WORLD);
+      cs = coll_gatherv(send.data(), sc[0], r == root ? by_coll.data() : nullptr,
+                        r == root ? rc.data() : nullptr, r == root ? rd.data() : nullptr, type,
+                        root, world());
+      break;
+    case Move::kScatter:
+      ms = MPI_Scatter(send.data(), ic, dt, by_mpi.data(), ic, dt, root, MPI_COMM_WORLD);
+      cs = coll_scatter(r == root ? send.data() : nullptr, by_coll.data(), count, type, root,
+                        world());
+      break;
+    case Move::kScatterv:
+      ms = MPI_Scatterv(send.data(), isc.data(), isd.data(), dt, by_mpi.data(), int(rc[size_t(r)]),
+                        dt, root, MPI_COMM_WORLD);
+      cs = coll_scatterv(r == root ? send.data() : nullptr, r == root ? sc.data() : nullptr,
+                         r == root ? sd.data() : nullptr, by_coll.data(), rc[size_t(r)], type, root,
+                         world());
+      break;
+    case Move::kAlltoall:
+      ms = MPI_Alltoall(send.data(), ic, dt, by_mpi.data(), ic, dt, MPI_COMM_WORLD);
+      cs = coll_alltoall(send.data(), by_coll.data(), count, type, world());
+      break;
+    case Move::kAlltoallv:
+      ms = MPI_Alltoallv(send.data(), isc.data(), isd.data(), dt, by_mpi.data(), irc.data(),
+                         ird.data(), dt, MPI_COMM_WORLD);
+      cs = coll_alltoallv(send.data(), sc.data(), sd.data(), by_coll.data(), rc.data(), rd.data(),
+                          type, world());
+      break;
+  }
+  ASSERT_EQ(ms, MPI_SUCCESS) << what;
+  ASSERT_EQ(cs, COLL_SUCCESS) << what << ": " << status_text(cs);
+  EXPECT_TRUE(by_coll == by_mpi) << what << " on rank " << r
+                                 << ": libcoll's result differs from Open MPI's";
+  // And both are what the senders sent (gaps and the byte past the end as
+  // they were).
+  std::vector<unsigned char> want(recv_len * es + 1, 0x5A);
+  auto want_block = [&](size_t at, int from, int to, size_t elems) {
+    for (size_t b = 0; b < elems * es; ++b) want[at * es + b] = moved_byte(from, to, b);
+  };
+  if (one_recv) {
+    want_block(0, root, r, rc[size_t(r)]);
+  } else {
+    for (int i = 0; i < n; ++i) {
+      const bool to_all = kind == Move::kAllgather || kind == Move::kAllgatherv ||
+                          kind == Move::kGather || kind == Move::kGatherv;
+      want_block(rd[size_t(i)], i, to_all ? -1 : r, rc[size_t(i)]);
+    }
+  }
+  EXPECT_TRUE(by_coll == want) << what << " on rank " << r << ": not the data sent";
+}
+
+using MoveCase = std::tuple<Move, coll_datatype_t, size_t>;
+
+std::string move_case_name(const testing::TestParamInfo<MoveCase>& info) {
+  auto [kind, type, count] = info.param;
+  return std::string(move_name(kind)) + "_" + datatype_name(type) + "_" + std::to_string(count);
+}
+
+class Moves : public testing::TestWithParam<MoveCase> {};
+
+TEST_P(Moves, MatchOpenMpi) {
+  auto [kind, type, count] = GetParam();
+  const bool rooted = kind == Move::kGather || kind == Move::kGatherv || kind == Move::kScatter ||
+                      kind == Move::kScatterv;
+  if (rooted) {
+    for (RootAt at : {RootAt::kFirst, RootAt::kMiddle, RootAt::kLast})
+      compare_move(kind, type, count, resolve(at));
+  } else {
+    compare_move(kind, type, count, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SomeTypesAndCounts, Moves,
+    testing::Combine(testing::Values(Move::kAllgather, Move::kAllgatherv, Move::kGather,
+                                     Move::kGatherv, Move::kScatter, Move::kScatterv,
+                                     Move::kAlltoall, Move::kAlltoallv),
+                     testing::Values(COLL_INT8, COLL_INT32, COLL_DOUBLE),
+                     testing::Values(size_t(0), size_t(1), size_t(7), size_t(1000), size_t(40009))),
+    move_case_name);
 
 bool init_mpi() {
   int status = MPI_Init(nullptr, nullptr);

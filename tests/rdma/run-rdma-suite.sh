@@ -13,6 +13,11 @@
 #                  (COLL_SLOT_SIZE=4096, the 1 Mi-element cases left out);
 #                  skipped when collrun or mp_collectives is not built;
 #                  RDMA_SUITE_FULL=1 keeps the 1 Mi-element cases (slower)
+#   collectives-scratch-np3
+#                  the new collectives' suites with the algorithms that send
+#                  from scratch buffers forced (bruck, recursive_halving,
+#                  reduce_scatter_gather, binomial gather/scatter,
+#                  recursive_doubling scan), COLL_SLOT_SIZE=4096
 #   auto-rdma-two-hosts
 #                  ranks on two (pretended) hosts with no COLL_TRANSPORT set
 #                  choose rdma by themselves
@@ -75,6 +80,17 @@ if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
   done
 else
   echo "RESULT collectives SKIPPED (collrun or mp_collectives not built)"
+fi
+
+if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
+  step collectives-scratch-np3 timeout 600 "$COLLRUN" -np 3 --timeout 540 \
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_SLOT_SIZE=4096 \
+    -x COLL_ALLGATHER_ALGO=bruck -x COLL_ALLGATHERV_ALGO=bruck -x COLL_ALLTOALL_ALGO=bruck \
+    -x COLL_REDUCE_ALGO=reduce_scatter_gather -x COLL_REDUCE_SCATTER_BLOCK_ALGO=recursive_halving \
+    -x COLL_REDUCE_SCATTER_ALGO=recursive_halving -x COLL_GATHER_ALGO=binomial \
+    -x COLL_SCATTER_ALGO=binomial -x COLL_SCAN_ALGO=recursive_doubling \
+    -x COLL_EXSCAN_ALGO=recursive_doubling \
+    "$MP_COLLECTIVES" --gtest_filter='*/Reduce.*:*/Moves.*:EveryCollective.*'
 fi
 
 if [ -x "$COLLRUN" ] && [ -x "$MP_COMM_TEST" ]; then

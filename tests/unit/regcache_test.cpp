@@ -415,6 +415,42 @@ TEST_F(PageFrameValidation, NewMemoryAtTheSameAddressIsAMiss) {
   munmap(parking, bytes);
 }
 
+// A request inside a cached range whose own pages are unchanged, but some
+// other page of the range is new memory: the range must not be handed out
+// (its holder may use it for any address in it, and would reach the old
+// pages there).
+TEST_F(PageFrameValidation, ARangeWithSomePagesReplacedIsNotHandedOut) {
+  FakeRegistrar fake;
+  const size_t bytes = 4 * kPage, tail = 2 * kPage;
+  RegistrationCache cache(fake.reg(), fake.dereg(), 64 * kPage, true, Validation::kPageFrames);
+  ASSERT_EQ(cache.validation(), Validation::kPageFrames);
+  void* parking = mmap(nullptr, tail, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(parking, MAP_FAILED);
+  auto* buffer = static_cast<char*>(
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(buffer, MAP_FAILED);
+  std::memset(buffer, 7, bytes);
+  const MemoryRegion* whole = cache.acquire(buffer, bytes);
+  const uint32_t old_key = whole->rkey;
+  cache.release(whole);
+  // The last two pages replaced, the first two kept.
+  ASSERT_EQ(mremap(buffer + 2 * kPage, tail, tail, MREMAP_MAYMOVE | MREMAP_FIXED, parking),
+            parking);
+  ASSERT_EQ(mmap(buffer + 2 * kPage, tail, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            buffer + 2 * kPage);
+  std::memset(buffer + 2 * kPage, 9, tail);
+
+  const MemoryRegion* head = cache.acquire(buffer, kPage);
+  EXPECT_NE(head->rkey, old_key);
+  EXPECT_FALSE(fake.is_live(old_key));
+  EXPECT_EQ(cache.stats().invalidations, 1u);
+  EXPECT_EQ(cache.stats().hits, 0u);
+  cache.release(head);
+  munmap(buffer, bytes);
+  munmap(parking, tail);
+}
+
 TEST_F(PageFrameValidation, UntouchedNewMemoryIsAMiss) {
   FakeRegistrar fake;
   const size_t bytes = 2 * kPage;

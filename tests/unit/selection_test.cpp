@@ -106,8 +106,10 @@ TEST(Selection, ByteSuffixesArePowersOf1024) {
 TEST(Selection, BadLinesAreErrorsNamingOriginLineAndProblem) {
   EXPECT_EQ(parse_error(""), "");
   EXPECT_EQ(parse_error("# only a comment\n"), "");
-  std::string e = parse_error("allreduce * 0 ring\nreduce * 0 ring\n");
-  EXPECT_NE(e.find("test.tuning: line 2: unknown collective 'reduce'"), std::string::npos) << e;
+  std::string e = parse_error("allreduce * 0 ring\nneighbor_alltoall * 0 ring\n");
+  EXPECT_NE(e.find("test.tuning: line 2: unknown collective 'neighbor_alltoall'"),
+            std::string::npos)
+      << e;
   e = parse_error("allreduce * 0\n");
   EXPECT_NE(e.find("line 1: 3 fields where 4 were expected"), std::string::npos) << e;
   e = parse_error("allreduce * 0 ring extra\n");

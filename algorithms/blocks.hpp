@@ -1,0 +1,109 @@
+// What the algorithms of the rooted, v- and all-to-all collectives share:
+// the per-rank blocks of a buffer, temporary memory, and moving a byte range
+// between two ranks in slot-sized chunks.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "algorithms.hpp"
+#include "channel.hpp"
+
+namespace coll {
+
+// The blocks of a buffer, one per rank, in elements: `uniform` each, block i
+// at i * uniform (allgather, gather, scatter, alltoall), or counts[i] at
+// displs[i] (the v-collectives; the caller's arrays).
+struct Blocks {
+  const size_t* counts = nullptr;  // nullptr: uniform
+  const size_t* displs = nullptr;
+  size_t uniform = 0;
+
+  static Blocks same(size_t count) { return {nullptr, nullptr, count}; }
+  static Blocks given(const size_t* counts, const size_t* displs) { return {counts, displs, 0}; }
+  size_t count(int i) const { return counts ? counts[i] : uniform; }
+  size_t displ(int i) const { return counts ? displs[i] : size_t(i) * uniform; }
+};
+
+// Temporary memory of one run of an algorithm, freed with its coroutine
+// frame. Sends may come from it: it is pinned for the operation where the
+// transport needs local registration, and an algorithm that sends from it
+// flushes before it returns (the frame, and the memory, go before the
+// operation's final flush).
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(Channel& ch, size_t bytes) { allocate(ch, bytes); }
+  void allocate(Channel& ch, size_t bytes) {
+    if (bytes == 0) return;
+    mem_.reset(static_cast<char*>(::operator new(bytes, std::align_val_t(64))));
+    bytes_ = bytes;
+    if (ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
+  }
+  char* get() const { return mem_.get(); }
+  size_t size() const { return bytes_; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { ::operator delete(p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<char, Free> mem_;
+  size_t bytes_ = 0;
+};
+
+// The number of slot-sized chunks of a message of len bytes (none for 0).
+inline size_t chunks_of(size_t len, size_t chunk) { return (len + chunk - 1) / chunk; }
+
+// A take for exchange(): copies each received chunk to dst + its offset.
+struct CopyTo {
+  char* dst;
+  void operator()(size_t at, const void* data, size_t len) const {
+    std::memcpy(dst + at, data, len);
+  }
+};
+
+// Sends tx_len bytes from tx to `to` and receives rx_len bytes from `from`
+// (to and from may be one rank, or -1 for no send / no receive), in
+// slot-sized chunks: chunk c of the send, then chunk c of the receive. An
+// empty side sends or expects no message at all. take(at, data, len)
+// consumes each received chunk (at: its offset in the rx stream) before
+// its slot goes back. flush_first: take overwrites the chunk just sent
+// (in-place exchanges), which Channel::send wants unchanged until a flush.
+//
+// The order is the one the deadlock arguments of the callers rest on:
+// within one exchange, a receive of chunk c waits for the peer's send of
+// chunk c, which the peer makes before its own receive of chunk c.
+template <class Take>
+Task exchange(Channel& ch, int to, const char* tx, size_t tx_len, int from, size_t rx_len,
+              Take take, bool flush_first = false) {
+  const size_t chunk = ch.slot_bytes();
+  if (to < 0) tx_len = 0;
+  if (from < 0) rx_len = 0;
+  const size_t n = std::max(chunks_of(tx_len, chunk), chunks_of(rx_len, chunk));
+  for (size_t c = 0; c < n; ++c) {
+    const size_t off = c * chunk;
+    if (off < tx_len) co_await ch.send(to, tx + off, std::min(chunk, tx_len - off));
+    if (off < rx_len) {
+      const size_t len = std::min(chunk, rx_len - off);
+      const void* data = co_await ch.recv(from, len);
+      if (flush_first) co_await ch.flush();
+      take(off, data, len);
+      co_await ch.release(from);
+    }
+  }
+}
+
+// One direction only.
+inline Task send_bytes(Channel& ch, int to, const char* src, size_t len) {
+  return exchange(ch, to, src, len, -1, 0, CopyTo{nullptr});
+}
+template <class Take>
+Task recv_bytes(Channel& ch, int from, size_t len, Take take) {
+  return exchange(ch, -1, nullptr, 0, from, len, take);
+}
+
+}  // namespace coll

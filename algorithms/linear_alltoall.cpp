@@ -1,0 +1,70 @@
+// Linear alltoall, for small blocks on few ranks: every rank sends to all
+// others at once and then receives from all, one slot-sized chunk of every
+// block per round (a block of k chunks takes part in the first k rounds).
+// The n - 1 messages of a round are all in flight together, so a round
+// costs one message latency rather than the n - 1 of the pairwise steps;
+// with more ranks than cores no rank waits for a third to be scheduled.
+// Serves alltoall and alltoallv (an empty block is neither sent nor
+// expected).
+//
+// In place, each block's chunk c is sent from where the chunk from that
+// peer goes: the round's receives come after a flush.
+//
+// Deadlock freedom: order the work by (round, send before receive). A
+// receive of round c waits for the peer's send of round c; a send waits
+// for the release of an earlier chunk on the same pair, made in the
+// receive phase of an earlier round. Both have smaller keys, and every
+// rank's program follows that order.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms.hpp"
+#include "blocks.hpp"
+#include "channel.hpp"
+
+namespace coll {
+namespace {
+
+Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx) {
+  const int n = ch.size(), r = ch.rank();
+  const size_t es = a.elem_size, chunk = ch.slot_bytes();
+  const auto* in = static_cast<const char*>(a.sendbuf);
+  auto* out = static_cast<char*>(a.recvbuf);
+  if (!a.in_place && rx.count(r) > 0)
+    std::memcpy(out + rx.displ(r) * es, in + tx.displ(r) * es, rx.count(r) * es);
+  size_t rounds = 0;
+  for (int i = 0; i < n; ++i)
+    if (i != r)
+      rounds = std::max(
+          {rounds, chunks_of(tx.count(i) * es, chunk), chunks_of(rx.count(i) * es, chunk)});
+  for (size_t c = 0; c < rounds; ++c) {
+    const size_t off = c * chunk;
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + k) % n;
+      const size_t len = tx.count(p) * es;
+      if (off < len) co_await ch.send(p, in + tx.displ(p) * es + off, std::min(chunk, len - off));
+    }
+    if (a.in_place) co_await ch.flush();
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + n - k) % n;
+      const size_t len = rx.count(p) * es;
+      if (off >= len) continue;
+      const size_t piece = std::min(chunk, len - off);
+      std::memcpy(out + rx.displ(p) * es + off, co_await ch.recv(p, piece), piece);
+      co_await ch.release(p);
+    }
+  }
+}
+
+}  // namespace
+
+Task linear_alltoall(Channel& ch, const Args& a) {
+  return linear(ch, a, Blocks::same(a.count), Blocks::same(a.count));
+}
+
+Task linear_alltoallv(Channel& ch, const Args& a) {
+  return linear(ch, a, Blocks::given(a.sendcounts, a.sdispls),
+                Blocks::given(a.recvcounts, a.rdispls));
+}
+
+}  // namespace coll

@@ -1,0 +1,48 @@
+// Linear scatter, for large blocks and for scatterv: the root sends every
+// rank its block itself, in slot-sized chunks, the ranks in turn from
+// root + 1 on. No rank forwards another's data. Serves scatter (blocks of
+// count) and scatterv (sendcounts and displs at the root, recvcount here;
+// an empty block is neither sent nor expected).
+//
+// Deadlock freedom: only the root sends; a send waits for the release of
+// an earlier chunk on the same pair, which its receiver makes right after
+// receiving it, and the receivers wait for nothing else.
+#include <cstring>
+
+#include "algorithms.hpp"
+#include "blocks.hpp"
+#include "channel.hpp"
+
+namespace coll {
+namespace {
+
+Task linear(Channel& ch, const Args& a, size_t recv_bytes_here, Blocks at_root) {
+  const int n = ch.size(), r = ch.rank(), root = a.root;
+  const size_t es = a.elem_size;
+  auto* out = static_cast<char*>(a.recvbuf);
+  if (r != root) {
+    co_await recv_bytes(ch, root, recv_bytes_here, CopyTo{out});
+    co_return;
+  }
+  const auto* in = static_cast<const char*>(a.sendbuf);
+  auto block = [&](int i) { return in + at_root.displ(i) * es; };
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    const size_t len = at_root.count(i) * es;
+    if (len > 0) co_await send_bytes(ch, i, block(i), len);
+  }
+  const size_t own = at_root.count(r) * es;
+  if (own > 0 && out != block(r)) std::memcpy(out, block(r), own);
+}
+
+}  // namespace
+
+Task linear_scatter(Channel& ch, const Args& a) {
+  return linear(ch, a, a.bytes, Blocks::same(a.count));
+}
+
+Task linear_scatterv(Channel& ch, const Args& a) {
+  return linear(ch, a, a.recvcount * a.elem_size, Blocks::given(a.sendcounts, a.sdispls));
+}
+
+}  // namespace coll
