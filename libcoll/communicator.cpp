@@ -208,7 +208,7 @@ bool Communicator::advance() {
     progressed = true;
     ++epoch_;
     if (!op->task.done() && !op->task.step()) return true;
-    if (!op->task.error() && !flush_->try_now()) return true;  // flushing
+    if (!op->task.failed() && !flush_->try_now()) return true;  // flushing
     finish(*op);
   }
   return progressed;
@@ -230,7 +230,7 @@ void Communicator::end_activation(Operation& op, int status, const std::string& 
   }
   op.pins.resize(op.held_pins);
   op.status = status;
-  op.message = message;
+  if (status) op.message = message;  // start() cleared it
   op.complete = true;
   op.active = false;
 }
@@ -238,27 +238,28 @@ void Communicator::end_activation(Operation& op, int status, const std::string& 
 void Communicator::finish(Operation& op) {
   head_ = op.next;
   if (!head_) tail_ = nullptr;
-  std::exception_ptr error = op.task.error();
   channel_->use_pins(nullptr);
-  int status = 0;
-  std::string message;
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const Error& e) {
-      status = e.status();
-      message = e.what();
-    } catch (const std::bad_alloc&) {
-      status = COLL_ERR_NO_RESOURCES;
-      message = "out of memory";
-    } catch (const std::exception& e) {
-      status = COLL_ERR_INTERNAL;
-      message = std::string("internal error: ") + e.what();
-    }
+  if (!op.task.failed()) {
+    end_activation(op, 0, std::string());
+    return;
+  }
+  int status = COLL_ERR_INTERNAL;
+  std::string message = "internal error: unknown exception";
+  try {
+    std::rethrow_exception(op.task.error());
+  } catch (const Error& e) {
+    status = e.status();
+    message = e.what();
+  } catch (const std::bad_alloc&) {
+    status = COLL_ERR_NO_RESOURCES;
+    message = "out of memory";
+  } catch (const std::exception& e) {
+    message = std::string("internal error: ") + e.what();
+  } catch (...) {
   }
   end_activation(op, status, message);
   // A failure inside the exchange leaves the ranks out of step: sticky.
-  if (status) fail(status, message);
+  fail(status, message);
 }
 
 void Communicator::fail(int status, const std::string& message) {
