@@ -432,50 +432,6 @@ coll::Args bcast_args(void* buf, size_t count, coll_datatype_t datatype, int roo
   return a;
 }
 
-}  // namespace
-
-extern "C" {
-
-int coll_allreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
-                   coll_op_t op, coll_comm_t comm) {
-  return collective(comm, coll::Coll::kAllreduce,
-                    allreduce_args(sendbuf, recvbuf, count, datatype, op), nullptr, Mode::kBlocking);
-}
-int coll_iallreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
-                    coll_op_t op, coll_comm_t comm, coll_request_t* request) {
-  return collective(comm, coll::Coll::kAllreduce,
-                    allreduce_args(sendbuf, recvbuf, count, datatype, op), request, Mode::kNonblocking);
-}
-int coll_allreduce_init(const void* sendbuf, void* recvbuf, size_t count,
-                        coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
-                        coll_request_t* request) {
-  return collective(comm, coll::Coll::kAllreduce,
-                    allreduce_args(sendbuf, recvbuf, count, datatype, op), request, Mode::kPersistent);
-}
-
-int coll_bcast(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm) {
-  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), nullptr, Mode::kBlocking);
-}
-int coll_ibcast(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm,
-                coll_request_t* request) {
-  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), request, Mode::kNonblocking);
-}
-int coll_bcast_init(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm,
-                    coll_request_t* request) {
-  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), request, Mode::kPersistent);
-}
-
-int coll_barrier(coll_comm_t comm) {
-  return collective(comm, coll::Coll::kBarrier, {}, nullptr, Mode::kBlocking);
-}
-int coll_ibarrier(coll_comm_t comm, coll_request_t* request) {
-  return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kNonblocking);
-}
-int coll_barrier_init(coll_comm_t comm, coll_request_t* request) {
-  return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kPersistent);
-}
-
-namespace {
 
 coll::Args vector_args(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
                        coll_op_t op, int root) {
@@ -533,6 +489,47 @@ coll::Args alltoallv_args(const void* sendbuf, const size_t* sendcounts, const s
 }
 
 }  // namespace
+
+extern "C" {
+
+int coll_allreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                   coll_op_t op, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kAllreduce,
+                    allreduce_args(sendbuf, recvbuf, count, datatype, op), nullptr, Mode::kBlocking);
+}
+int coll_iallreduce(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
+                    coll_op_t op, coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllreduce,
+                    allreduce_args(sendbuf, recvbuf, count, datatype, op), request, Mode::kNonblocking);
+}
+int coll_allreduce_init(const void* sendbuf, void* recvbuf, size_t count,
+                        coll_datatype_t datatype, coll_op_t op, coll_comm_t comm,
+                        coll_request_t* request) {
+  return collective(comm, coll::Coll::kAllreduce,
+                    allreduce_args(sendbuf, recvbuf, count, datatype, op), request, Mode::kPersistent);
+}
+
+int coll_bcast(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm) {
+  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), nullptr, Mode::kBlocking);
+}
+int coll_ibcast(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm,
+                coll_request_t* request) {
+  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), request, Mode::kNonblocking);
+}
+int coll_bcast_init(void* buf, size_t count, coll_datatype_t datatype, int root, coll_comm_t comm,
+                    coll_request_t* request) {
+  return collective(comm, coll::Coll::kBcast, bcast_args(buf, count, datatype, root), request, Mode::kPersistent);
+}
+
+int coll_barrier(coll_comm_t comm) {
+  return collective(comm, coll::Coll::kBarrier, {}, nullptr, Mode::kBlocking);
+}
+int coll_ibarrier(coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kNonblocking);
+}
+int coll_barrier_init(coll_comm_t comm, coll_request_t* request) {
+  return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kPersistent);
+}
 
 // The rest of the collective set: blocking, non-blocking and persistent,
 // each one call of collective().

@@ -532,7 +532,12 @@ std::vector<ReductionCase> reduction_cases() {
 class Reductions : public testing::TestWithParam<ReductionCase> {};
 
 TEST_P(Reductions, MatchOpenMpi) {
-  auto [kind, type, op, count] = GetParam();
+  // Named copies, not structured bindings: a lambda cannot capture those
+  // before C++20's fix reached clang (16).
+  const Reduction kind = std::get<0>(GetParam());
+  const coll_datatype_t type = std::get<1>(GetParam());
+  const coll_op_t op = std::get<2>(GetParam());
+  const size_t count = std::get<3>(GetParam());
   visit_datatype(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (kind == Reduction::kReduce) {
