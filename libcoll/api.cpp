@@ -475,6 +475,9 @@ int coll_barrier_init(coll_comm_t comm, coll_request_t* request) {
   return collective(comm, coll::Coll::kBarrier, {}, request, Mode::kPersistent);
 }
 
+}  // extern "C"
+
+// Argument builders: C++ (they return coll::Args), outside extern "C".
 namespace {
 
 coll::Args vector_args(const void* sendbuf, void* recvbuf, size_t count, coll_datatype_t datatype,
@@ -533,6 +536,8 @@ coll::Args alltoallv_args(const void* sendbuf, const size_t* sendcounts, const s
 }
 
 }  // namespace
+
+extern "C" {
 
 // The rest of the collective set: blocking, non-blocking and persistent,
 // each one call of collective().
