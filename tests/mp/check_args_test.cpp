@@ -222,6 +222,29 @@ TEST_P(CheckArgs, GathervCountsMustPairWithTheRoot) {
   }
 }
 
+TEST_P(CheckArgs, ScattervCountsMustPairWithTheRoot) {
+  // The root (2) sends rank i i + 1 elements; rank 1 expects one fewer.
+  const int root = 2;
+  std::vector<size_t> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) counts[size_t(i)] = size_t(i + 1);
+  std::partial_sum(counts.begin(), counts.end() - 1, displs.begin() + 1);
+  std::vector<int32_t> send(static_cast<size_t>(size * (size + 1) / 2));
+  for (int i = 0; i < size; ++i)
+    for (size_t k = 0; k < counts[size_t(i)]; ++k) send[displs[size_t(i)] + k] = 100 + i;
+  std::vector<int32_t> recv(static_cast<size_t>(size), -1);
+  const size_t mine = counts[size_t(rank)];
+  int s = run(GetParam(), FORMS(scatterv, send.data(), counts.data(), displs.data(), recv.data(),
+                                rank == 1 ? mine - 1 : mine, COLL_INT32, root));
+  expect_mismatch(s, "scatterv",
+                  "rank 1 passed recvcount 1, rank 2 (the root) passed sendcounts[1] = 2");
+  expect_same_everywhere(s);
+  for (int32_t v : recv) EXPECT_EQ(v, -1);
+  s = run(GetParam(), FORMS(scatterv, send.data(), counts.data(), displs.data(), recv.data(), mine,
+                            COLL_INT32, root));
+  EXPECT_EQ(s, COLL_SUCCESS) << coll_comm_last_error(w);
+  for (size_t k = 0; k < mine; ++k) EXPECT_EQ(recv[k], 100 + rank);
+}
+
 TEST_P(CheckArgs, AlltoallvCountsMustPair) {
   // Every rank sends one element to every rank, but rank 1 sends 2 to rank
   // 2, which expects 1.
