@@ -161,8 +161,9 @@ bool counts_pair(Coll c, const std::vector<CallSignature>& all, int root) {
   return sent == received;
 }
 
-// What this rank can tell of the pair that disagrees; *got holds, for
-// alltoallv, what each rank sends this one.
+// What this rank can tell of the pair that disagrees (gatherv, scatterv:
+// only the root can tell). For alltoallv, got[i] is what rank i sends this
+// one.
 Finding find_pair(const Operation& op, const std::vector<CallSignature>& all,
                   const std::vector<size_t>& got, int me) {
   const Args& a = op.args;
@@ -247,8 +248,9 @@ Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch) {
     if (mismatch.empty()) mismatch = "the per-rank counts do not pair (hash mismatch)";
   }
   if (mismatch.empty()) co_return;
-  // The exchange's sources may still be read by the transport (RDMA):
-  // done before this frame, and the call, go.
+  // The exchanges' sources (the findings in this frame, the scratch) may
+  // still be read by the transport (RDMA): wait for those writes before
+  // the frame goes and the next call refills the scratch.
   co_await ch.flush();
   throw AgreedError(COLL_ERR_INVALID_ARG,
                     strfmt("coll_%s: argument mismatch: %s", op.info->name, mismatch.c_str()));
