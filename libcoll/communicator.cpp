@@ -40,6 +40,7 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
       t, layout, window_mr, std::move(peer_windows), std::move(group), rank, ctx.cache(),
       ctx.config().zcopy_threshold.value_or(t.default_zcopy_threshold()), id);
   flush_.emplace(*channel_);
+  if (ctx.config().check_args && size() > 1) arg_check_ = std::make_unique<ArgCheck>(size());
 }
 
 Communicator::~Communicator() {
@@ -86,10 +87,7 @@ const Blocker* Communicator::blocked() const {
   return head_ ? const_cast<Communicator*>(this)->blocked_on(*head_) : nullptr;
 }
 
-bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {
-  const CollectiveInfo& info = collective_info(c);
-  op.args = args;
-  info.check(op.args, size(), rank());
+const Algorithm* Communicator::choose(Coll c, const Args& args) {
   const Algorithm* algo = ctx_.forced(c);
   if (!algo) {
     // The last choice is kept with the sizes it holds for: programs repeat
@@ -97,13 +95,24 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
     // collective (no thread_local either: in a shared library every access
     // to one is a call). Keyed by select_bytes, which every rank computes
     // alike.
-    const size_t key = op.args.select_bytes;
+    const size_t key = args.select_bytes;
     Choice& last = choice_[int(c)];
     if (!last.algorithm || key < last.min_bytes || key > last.max_bytes)
       last = active_selection().choice(c, size(), key);
     algo = last.algorithm;
   }
   last_[int(c)] = algo->name;
+  return algo;
+}
+
+bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {
+  // COLL_CHECK_ARGS: this test is all that the normal path pays for it.
+  if (arg_check_) [[unlikely]]
+    return make_checked(c, args, persistent, op);
+  const CollectiveInfo& info = collective_info(c);
+  op.args = args;
+  info.check(op.args, size(), rank());
+  const Algorithm* algo = choose(c, op.args);
   const bool trivial = info.empty(op.args) || size() == 1;
   if (trivial && !persistent) {
     if (failed_status_)
@@ -111,6 +120,52 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
     if (!info.empty(op.args)) info.local(op.args);
     return false;
   }
+  prepare(info, trivial ? nullptr : algo, persistent, op);
+  if (trivial) {
+    // A persistent call that moves nothing still starts and completes.
+    Operation* o = &op;
+    op.body = [o](Channel&) -> Task {
+      if (!o->info->empty(o->args)) o->info->local(o->args);
+      co_return;
+    };
+  }
+  return true;
+}
+
+// Every call becomes an operation (there are at least two ranks): one that
+// moves nothing must still meet the others' signatures, since a rank with
+// count 0 against one with count 5 is exactly the mismatch to catch.
+bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Operation& op) {
+  const CollectiveInfo& info = collective_info(c);
+  op.args = args;
+  try {
+    info.check(op.args, size(), rank());
+  } catch (const Error&) {
+    // The other ranks may have accepted the call and wait in its exchange:
+    // counting it makes this rank's next call name the skipped one (its
+    // sequence number) instead of pairing with theirs unnoticed. A
+    // persistent init starts nothing anywhere: not counted.
+    if (!persistent) ++calls_;
+    throw;
+  }
+  const Algorithm* algo = choose(c, op.args);
+  prepare(info, info.empty(op.args) ? nullptr : algo, persistent, op);
+  // The exchange first, then the algorithm prepare chose.
+  Operation* o = &op;
+  op.algorithm = nullptr;
+  op.body = [o, algo = info.empty(op.args) ? nullptr : algo](Channel& ch) {
+    return o->comm->checked_call(ch, *o, algo);
+  };
+  return true;
+}
+
+Task Communicator::checked_call(Channel& ch, Operation& op, const Algorithm* algo) {
+  co_await agree_on_arguments(ch, op, *arg_check_);
+  if (algo) co_await algo->run(ch, op.args);
+}
+
+void Communicator::prepare(const CollectiveInfo& info, const Algorithm* algo, bool persistent,
+                           Operation& op) {
   op.comm = this;
   op.collective = info.name;
   op.info = &info;
@@ -118,31 +173,19 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
   op.complete = true;
   // Known to the communicator, which may go first (see persistent_ops_).
   if (persistent) persistent_ops_.push_back(&op);
-  if (trivial) {
-    // A persistent call that moves nothing still starts and completes.
-    Operation* o = &op;
-    op.algorithm = nullptr;
-    op.body = [o](Channel&) -> Task {
-      if (!o->info->empty(o->args)) o->info->local(o->args);
-      co_return;
-    };
-    return true;
-  }
   op.algorithm = algo;
-  if (persistent) {
-    // Pinned once: coll_start performs no cache lookup and no registration.
-    try {
-      if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
-        for (auto [buf, len] : info.buffers(op.args, size()))
-          if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
-      }
-    } catch (...) {
-      release_pins(op);  // and forget it: the caller drops it
-      throw;
+  if (!algo || !persistent) return;
+  // Pinned once: coll_start performs no cache lookup and no registration.
+  try {
+    if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
+      for (auto [buf, len] : info.buffers(op.args, size()))
+        if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
     }
-    op.held_pins = op.pins.size();
+  } catch (...) {
+    release_pins(op);  // and forget it: the caller drops it
+    throw;
   }
-  return true;
+  op.held_pins = op.pins.size();
 }
 
 std::unique_ptr<Operation> Communicator::make_internal(const char* what,
@@ -156,6 +199,7 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
 }
 
 void Communicator::start(Operation& op) {
+  op.seq = calls_++;
   op.active = true;
   op.complete = false;
   op.status = 0;
@@ -245,11 +289,13 @@ void Communicator::finish(Operation& op) {
   }
   int status = COLL_ERR_INTERNAL;
   std::string message = "internal error: unknown exception";
+  bool in_step = false;
   try {
     std::rethrow_exception(op.task.error());
   } catch (const Error& e) {
     status = e.status();
     message = e.what();
+    in_step = dynamic_cast<const AgreedError*>(&e) != nullptr;
   } catch (const std::bad_alloc&) {
     status = COLL_ERR_NO_RESOURCES;
     message = "out of memory";
@@ -259,7 +305,9 @@ void Communicator::finish(Operation& op) {
   }
   end_activation(op, status, message);
   // A failure inside the exchange leaves the ranks out of step: sticky.
-  fail(status, message);
+  // One that every rank reached alike after a completed exchange (an
+  // argument mismatch under COLL_CHECK_ARGS) does not.
+  if (!in_step) fail(status, message);
 }
 
 void Communicator::fail(int status, const std::string& message) {
@@ -288,22 +336,30 @@ void Communicator::release_pins(Operation& op) {
   op.held_pins = 0;
 }
 
+Task exchange_bytes(Channel& ch, Coll c, AlgorithmFn fn, const void* send, void* recv,
+                    size_t bytes) {
+  const CollectiveInfo& info = collective_info(c);
+  Args a;
+  a.sendbuf = send;
+  a.recvbuf = recv;
+  a.count = bytes;
+  a.datatype = COLL_UINT8;
+  info.check(a, ch.size(), ch.rank());
+  // Sources and targets of writes, where the transport needs them
+  // registered (the rule begin() applies to user buffers).
+  if (ch.needs_local_registration())
+    for (auto [buf, len] : info.buffers(a, ch.size())) ch.pin(buf, len);
+  co_await fn(ch, a);
+}
+
 Task Communicator::split_body(Channel& ch, int color, int key,
                               std::unique_ptr<Communicator>* out) {
   const int n = ch.size(), me = ch.rank();
   // Colors and keys, then windows: two allgathers over the parent. Every
   // rank takes part in both, COLL_UNDEFINED ones too (they send an empty
   // window).
-  auto trade = [&](const void* mine, void* all, size_t bytes) -> Task {
-    Args a;
-    a.sendbuf = mine;
-    a.recvbuf = all;
-    a.count = bytes;
-    a.datatype = COLL_UINT8;
-    collective_info(Coll::kAllgather).check(a, n, me);
-    ch.pin(mine, bytes);  // sources of writes on RDMA
-    ch.pin(all, bytes * size_t(n));
-    co_await ring_allgather(ch, a);
+  auto trade = [&ch](const void* mine, void* all, size_t bytes) {
+    return exchange_bytes(ch, Coll::kAllgather, ring_allgather, mine, all, bytes);
   };
   struct Entry {
     int32_t color, key;

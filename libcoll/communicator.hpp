@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "algorithms.hpp"
+#include "arg_check.hpp"
 #include "channel.hpp"
 #include "operation.hpp"
 #include "selection.hpp"
@@ -28,6 +29,13 @@
 namespace coll {
 
 class Context;
+
+// An internal exchange (split's colors and windows, COLL_CHECK_ARGS's
+// signatures): algorithm fn of collective c on `bytes` bytes per rank of
+// raw memory, pinned where the transport needs it. Not through the
+// selection, so that forced or tuned algorithms never change it.
+Task exchange_bytes(Channel& ch, Coll c, AlgorithmFn fn, const void* send, void* recv,
+                    size_t bytes);
 
 class Communicator {
  public:
@@ -65,6 +73,9 @@ class Communicator {
   // usable) and the algorithm chosen. Returns false when the call moves
   // nothing (count 0, or one rank), which is then done here, at once; a
   // persistent operation is always prepared, and pins its buffers now.
+  // With COLL_CHECK_ARGS=1 (and more than one rank) every call is
+  // prepared, a call that moves nothing too: its task first agrees on the
+  // arguments (arg_check.hpp).
   bool make_collective(Coll c, const Args& args, bool persistent, Operation& op);
   // The operation blocking calls reuse (a blocking call is complete before
   // it returns, and a communicator is entered by one thread at a time).
@@ -108,6 +119,12 @@ class Communicator {
   std::atomic<bool> listed_pending{false};
 
  private:
+  const Algorithm* choose(Coll c, const Args& args);
+  // The part of make_collective after the check: op joins this
+  // communicator; algo (nullptr: nothing to move) runs at each start.
+  void prepare(const CollectiveInfo& info, const Algorithm* algo, bool persistent, Operation& op);
+  bool make_checked(Coll c, const Args& args, bool persistent, Operation& op);
+  Task checked_call(Channel& ch, Operation& op, const Algorithm* algo);
   void begin(Operation& op);
   void finish(Operation& op);
   void end_activation(Operation& op, int status, const std::string& message);
@@ -125,6 +142,12 @@ class Communicator {
   Operation* head_ = nullptr;
   Operation* tail_ = nullptr;
   uint64_t epoch_ = 0;
+  // Operations started, and calls rejected on this rank's arguments alone
+  // under COLL_CHECK_ARGS: the next Operation::seq.
+  uint64_t calls_ = 0;
+  // COLL_CHECK_ARGS=1 on more than one rank: its scratch; nullptr
+  // otherwise, the one thing the normal path tests.
+  std::unique_ptr<ArgCheck> arg_check_;
   int failed_status_ = 0;
   std::string failed_message_;
   std::mutex progress_mutex_;

@@ -39,6 +39,15 @@ size_t env_bytes(const char* name, size_t fallback, size_t min, size_t max) {
   return static_cast<size_t>(n << shift);
 }
 
+// 0 or 1; absent or empty -> fallback.
+bool env_flag(const char* name, bool fallback = false) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  if ((v[0] != '0' && v[0] != '1') || v[1])
+    fail(COLL_ERR_INVALID_ARG, "%s=%s: expected 0 or 1", name, v);
+  return v[0] == '1';
+}
+
 }  // namespace
 
 std::string env_string(const char* name, const char* fallback) {
@@ -77,15 +86,10 @@ Config load_config() {
   c.num_slots = int(env_bytes("COLL_NUM_SLOTS", size_t(c.num_slots), 3, 16));
   if (!env_string("COLL_ZCOPY_THRESHOLD").empty())
     c.zcopy_threshold = env_bytes("COLL_ZCOPY_THRESHOLD", 0, 0, std::numeric_limits<size_t>::max());
-  const std::string cache = env_string("COLL_REGCACHE", "1");
-  if (cache != "0" && cache != "1")
-    fail(COLL_ERR_INVALID_ARG, "COLL_REGCACHE=%s: expected 0 or 1", cache.c_str());
-  c.regcache = cache == "1";
+  c.regcache = env_flag("COLL_REGCACHE", true);
   c.debug = env_string("COLL_DEBUG", "0") != "0";
-  const std::string async = env_string("COLL_ASYNC_PROGRESS", "0");
-  if (async != "0" && async != "1")
-    fail(COLL_ERR_INVALID_ARG, "COLL_ASYNC_PROGRESS=%s: expected 0 or 1", async.c_str());
-  c.async_progress = async == "1";
+  c.async_progress = env_flag("COLL_ASYNC_PROGRESS");
+  c.check_args = env_flag("COLL_CHECK_ARGS");
   if (!env_string("COLL_SHM_ARENA").empty())
     c.shm_arena_bytes = env_bytes("COLL_SHM_ARENA", 0, size_t{1} << 20, size_t{1} << 44);
   if (!env_string("COLL_SPIN_POLLS").empty())

@@ -36,6 +36,9 @@ struct Config {
   // COLL_SPIN_POLLS: polls of a wait before it yields the CPU. Unset: 64,
   // or 0 when the ranks on a host outnumber its CPUs.
   std::optional<uint64_t> spin_polls;
+  // COLL_CHECK_ARGS=1: every collective first agrees on its arguments
+  // across the communicator (libcoll/arg_check.hpp).
+  bool check_args = false;
 };
 
 // Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.

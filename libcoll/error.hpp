@@ -21,6 +21,15 @@ class Error : public std::runtime_error {
   int status_;
 };
 
+// A failure that every rank of an operation reached alike, from data they
+// all hold after an exchange that completed (COLL_CHECK_ARGS's verdict on
+// mismatched arguments): the ranks are still in step, so unlike every other
+// failure inside an operation it does not fail the communicator.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // printf-style formatting into a std::string.
 std::string strfmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string vstrfmt(const char* fmt, va_list ap);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct Operation {
   std::vector<const MemoryRegion*> pins;
   size_t held_pins = 0;  // pins[0, held_pins) belong to the persistent init
 
+  // The activation's number among the operations started on its
+  // communicator (every rank starts them in the same order):
+  // COLL_CHECK_ARGS compares it.
+  uint64_t seq = 0;
   Task task;                 // the running activation
   Operation* next = nullptr;  // the communicator's queue
 };

@@ -83,7 +83,8 @@ TEST(NotInitialized, MalformedKnobFailsInit) {
   } knobs[] = {{"COLL_BARRIER_ALGO", "bogus"},
                {"COLL_ALLREDUCE_ALGO", "bogus"},
                {"COLL_NUM_SLOTS", "2"},
-               {"COLL_REGCACHE", "yes"}};
+               {"COLL_REGCACHE", "yes"},
+               {"COLL_CHECK_ARGS", "2"}};
   for (const auto& knob : knobs) {
     ASSERT_EQ(setenv(knob.name, knob.value, 1), 0);
     EXPECT_EQ(coll_init(nullptr, nullptr), COLL_ERR_INVALID_ARG) << knob.name;
