@@ -6,7 +6,8 @@ namespace bench {
 namespace {
 
 constexpr std::array<const char*, COLL_DATATYPE_COUNT> kDatatypeNames = {
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"};
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double",
+    "float16", "bfloat16"};
 
 constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {"sum",  "prod", "min", "max",
                                                              "band", "bor",  "bxor"};
@@ -36,7 +37,13 @@ std::optional<coll_datatype_t> parse_datatype(std::string_view name) {
 }
 
 bool is_floating(coll_datatype_t datatype) {
-  return datatype == COLL_FLOAT || datatype == COLL_DOUBLE;
+  return datatype == COLL_FLOAT || datatype == COLL_DOUBLE || datatype == COLL_FLOAT16 ||
+         datatype == COLL_BFLOAT16;
+}
+
+bool has_element_type(coll_datatype_t datatype) {
+  return datatype != COLL_FLOAT16 && datatype != COLL_BFLOAT16 && datatype >= 0 &&
+         datatype < COLL_DATATYPE_COUNT;
 }
 
 const char* op_name(coll_op_t op) {

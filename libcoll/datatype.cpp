@@ -17,7 +17,7 @@ constexpr TypeInfo kTypes[COLL_DATATYPE_COUNT] = {
     {"int8", 1, true},    {"int16", 2, true},   {"int32", 4, true},
     {"int64", 8, true},   {"uint8", 1, true},   {"uint16", 2, true},
     {"uint32", 4, true},  {"uint64", 8, true},  {"float", 4, false},
-    {"double", 8, false},
+    {"double", 8, false}, {"float16", 2, false}, {"bfloat16", 2, false},
 };
 
 constexpr const char* kOps[COLL_OP_COUNT] = {"sum", "prod", "min", "max",
