@@ -14,7 +14,7 @@
 // The F16C kernels for COLL_FLOAT16 are built with the AVX2 and AVX-512
 // tables only: the baseline table stays the portable scalar code that they
 // are checked against. F16C is not implied by AVX2, so the table takes them
-// only where the CPU says it has it. The intrinsics are always-inline (no
+// only where the CPU has it (cpu_has_f16c). The intrinsics are always-inline (no
 // out-of-line copy for the linker to share between builds).
 #if defined(__x86_64__) && defined(__AVX2__)
 #define COLL_F16C_KERNELS 1
@@ -32,7 +32,8 @@ namespace {
 // as int so that overflow wraps (two's complement) instead of being
 // undefined behaviour; small types would otherwise be promoted to int.
 template <class T>
-using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                std::make_unsigned_t<T>>;
 
 struct Sum {
   template <class T>
@@ -54,33 +55,23 @@ struct Prod {
 };
 struct Min {
   template <class T>
-  static T apply(T a, T b) {
-    return b < a ? b : a;
-  }
+  static T apply(T a, T b) { return b < a ? b : a; }
 };
 struct Max {
   template <class T>
-  static T apply(T a, T b) {
-    return a < b ? b : a;
-  }
+  static T apply(T a, T b) { return a < b ? b : a; }
 };
 struct Band {
   template <class T>
-  static T apply(T a, T b) {
-    return static_cast<T>(a & b);
-  }
+  static T apply(T a, T b) { return static_cast<T>(a & b); }
 };
 struct Bor {
   template <class T>
-  static T apply(T a, T b) {
-    return static_cast<T>(a | b);
-  }
+  static T apply(T a, T b) { return static_cast<T>(a | b); }
 };
 struct Bxor {
   template <class T>
-  static T apply(T a, T b) {
-    return static_cast<T>(a ^ b);
-  }
+  static T apply(T a, T b) { return static_cast<T>(a ^ b); }
 };
 
 // Three loops, so that each vectorises without a run-time overlap check:
@@ -175,7 +166,7 @@ template <class Format>
 void fill_widened(ReduceFn* row) {
 #if defined(COLL_F16C_KERNELS)
   if constexpr (std::is_same_v<Format, Float16>) {
-    if (__builtin_cpu_supports("f16c")) {
+    if (cpu_has_f16c()) {
       row[COLL_SUM] = reduce_f16c<Sum>;
       row[COLL_PROD] = reduce_f16c<Prod>;
       row[COLL_MIN] = reduce_f16c<Min>;

@@ -223,7 +223,7 @@ __attribute__((target("f16c"))) uint16_t f16c_from_float(float f) {
 }
 
 TEST(Float16Conversion, SameAsF16C) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C on this CPU";
+  if (!cpu_has_f16c()) GTEST_SKIP() << "no F16C on this CPU";
   size_t wrong = 0;
   for (uint32_t i = 0; i < 0x10000; ++i)
     wrong += bits_of(f16c_to_float(uint16_t(i))) != bits_of(Float16::to_float(uint16_t(i)));
