@@ -66,7 +66,8 @@ const char* op_name(coll_op_t op);
 std::optional<coll_op_t> parse_op(std::string_view name);
 bool is_bitwise(coll_op_t op);
 
-// Comma-separated names, for usage text.
+// Comma-separated names, for usage text: the datatypes the benchmark runs
+// (has_element_type), every operator.
 std::string all_datatype_names();
 std::string all_op_names();
 
