@@ -53,9 +53,11 @@ Task gather_rotated(Channel& ch, const Args& a, Blocks blocks) {
       const int owner = bruck::allgather_block_at(r, i, n);
       const size_t len = at[size_t(i) + 1] - at[size_t(i)];
       if (len == 0) continue;  // its displacement may be anything
-      char* dst = out + blocks.displ(owner) * es;
-      // Our own block is there already when it was passed in place.
-      if (dst != a.sendbuf) std::memcpy(dst, rot + at[size_t(i)], len);
+      // Our own block is there already when it was passed in place. Not
+      // "dst != sendbuf": in place with an empty own block, sendbuf is
+      // recvbuf itself, where another rank's block may go (displacement 0).
+      if (a.in_place && owner == r) continue;
+      std::memcpy(out + blocks.displ(owner) * es, rot + at[size_t(i)], len);
     }
     co_await ch.flush();  // the scratch was a source of sends
   }

@@ -98,6 +98,7 @@ TEST(Options, RejectsBadInput) {
                                                               {"-i", "0"},
                                                               {"-i", "-3"},
                                                               {"-T", "complex"},
+                                                              {"-T", "float16"},
                                                               {"-o", "avg"},
                                                               {"-T", "float", "-o", "bxor"},
                                                               {"-b", "alltoall"},

@@ -6,17 +6,20 @@ namespace bench {
 namespace {
 
 constexpr std::array<const char*, COLL_DATATYPE_COUNT> kDatatypeNames = {
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float", "double"};
+    "int8",   "int16",  "int32", "int64",  "uint8",   "uint16",
+    "uint32", "uint64", "float", "double", "float16", "bfloat16"};
 
 constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {"sum",  "prod", "min", "max",
                                                              "band", "bor",  "bxor"};
 
-template <size_t N>
-std::string join(const std::array<const char*, N>& names) {
+// The names at the indices that keep(index) accepts.
+template <size_t N, typename Keep>
+std::string join(const std::array<const char*, N>& names, Keep keep) {
   std::string joined;
-  for (const char* name : names) {
+  for (size_t i = 0; i < N; ++i) {
+    if (!keep(i)) continue;
     if (!joined.empty()) joined += ", ";
-    joined += name;
+    joined += names[i];
   }
   return joined;
 }
@@ -36,7 +39,13 @@ std::optional<coll_datatype_t> parse_datatype(std::string_view name) {
 }
 
 bool is_floating(coll_datatype_t datatype) {
-  return datatype == COLL_FLOAT || datatype == COLL_DOUBLE;
+  return datatype == COLL_FLOAT || datatype == COLL_DOUBLE || datatype == COLL_FLOAT16 ||
+         datatype == COLL_BFLOAT16;
+}
+
+bool has_element_type(coll_datatype_t datatype) {
+  return datatype != COLL_FLOAT16 && datatype != COLL_BFLOAT16 && datatype >= 0 &&
+         datatype < COLL_DATATYPE_COUNT;
 }
 
 const char* op_name(coll_op_t op) {
@@ -53,7 +62,12 @@ std::optional<coll_op_t> parse_op(std::string_view name) {
 
 bool is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
 
-std::string all_datatype_names() { return join(kDatatypeNames); }
-std::string all_op_names() { return join(kOpNames); }
+std::string all_datatype_names() {
+  return join(kDatatypeNames,
+              [](size_t i) { return has_element_type(static_cast<coll_datatype_t>(i)); });
+}
+std::string all_op_names() {
+  return join(kOpNames, [](size_t) { return true; });
+}
 
 }  // namespace bench

@@ -18,7 +18,9 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls visit(TypeTag<T>{}) where T is the element type of datatype.
+// Calls visit(TypeTag<T>{}) where T is the element type of datatype. The
+// 16-bit floats have no C++20 arithmetic type, so no element type here
+// (has_element_type): visiting one throws std::invalid_argument.
 template <typename Visitor>
 decltype(auto) visit_datatype(coll_datatype_t datatype, Visitor&& visit) {
   switch (datatype) {
@@ -42,23 +44,30 @@ decltype(auto) visit_datatype(coll_datatype_t datatype, Visitor&& visit) {
       return visit(TypeTag<float>{});
     case COLL_DOUBLE:
       return visit(TypeTag<double>{});
+    case COLL_FLOAT16:
+    case COLL_BFLOAT16:
+      throw std::invalid_argument("no element type for datatype " +
+                                  std::to_string(static_cast<int>(datatype)));
     case COLL_DATATYPE_COUNT:
       break;
   }
   throw std::invalid_argument("unknown datatype " + std::to_string(static_cast<int>(datatype)));
 }
 
-// "int8" ... "uint64", "float", "double".
+// "int8" ... "uint64", "float", "double", "float16", "bfloat16".
 const char* datatype_name(coll_datatype_t datatype);
 std::optional<coll_datatype_t> parse_datatype(std::string_view name);
 bool is_floating(coll_datatype_t datatype);
+// Whether visit_datatype has a C++ type for it (all but the 16-bit floats).
+bool has_element_type(coll_datatype_t datatype);
 
 // "sum", "prod", "min", "max", "band", "bor", "bxor".
 const char* op_name(coll_op_t op);
 std::optional<coll_op_t> parse_op(std::string_view name);
 bool is_bitwise(coll_op_t op);
 
-// Comma-separated names, for usage text.
+// Comma-separated names, for usage text: the datatypes the benchmark runs
+// (has_element_type), every operator.
 std::string all_datatype_names();
 std::string all_op_names();
 

@@ -7,7 +7,8 @@
 
 namespace bench {
 
-// MPI_DATATYPE_NULL for a value that is not a libcoll datatype.
+// MPI_DATATYPE_NULL for a value that is not a libcoll datatype, and for
+// COLL_FLOAT16 and COLL_BFLOAT16: Open MPI 4.1 has no standard type for them.
 inline MPI_Datatype mpi_datatype(coll_datatype_t datatype) {
   switch (datatype) {
     case COLL_INT8: return MPI_INT8_T;

@@ -117,6 +117,9 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
           throw UsageError("-T: unknown datatype '" + std::string(arg) + "' (" +
                            all_datatype_names() + ")");
         }
+        // The patterns the benchmark fills and checks are typed in C++.
+        if (!has_element_type(*datatype))
+          throw UsageError("-T " + std::string(arg) + ": not supported by the benchmark");
         options.workload.datatype = *datatype;
         break;
       }

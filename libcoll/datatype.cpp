@@ -4,6 +4,10 @@
 
 #include "error.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace coll {
 namespace {
 
@@ -17,7 +21,7 @@ constexpr TypeInfo kTypes[COLL_DATATYPE_COUNT] = {
     {"int8", 1, true},    {"int16", 2, true},   {"int32", 4, true},
     {"int64", 8, true},   {"uint8", 1, true},   {"uint16", 2, true},
     {"uint32", 4, true},  {"uint64", 8, true},  {"float", 4, false},
-    {"double", 8, false},
+    {"double", 8, false}, {"float16", 2, false}, {"bfloat16", 2, false},
 };
 
 constexpr const char* kOps[COLL_OP_COUNT] = {"sum", "prod", "min", "max",
@@ -39,6 +43,15 @@ const char* datatype_name(int datatype) {
   return valid_datatype(datatype) ? kTypes[datatype].name : "unknown";
 }
 const char* op_name(int op) { return valid_op(op) ? kOps[op] : "unknown"; }
+
+bool cpu_has_f16c() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
 
 namespace {
 

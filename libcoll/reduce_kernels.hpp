@@ -22,6 +22,12 @@ struct ReduceTable {
 };
 
 const ReduceTable& reduce_table_baseline();
+
+// Whether the CPU has F16C (CPUID: clang 15's __builtin_cpu_supports does
+// not know "f16c"). The AVX2 and AVX-512 tables take their F16C kernels for
+// COLL_FLOAT16 only then; the OS's AVX support is what those tables are
+// chosen on already. Defined in datatype.cpp, outside the per-ISA builds.
+bool cpu_has_f16c();
 #if defined(COLL_HAVE_AVX2_KERNELS)
 const ReduceTable& reduce_table_avx2();
 #endif

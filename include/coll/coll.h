@@ -43,12 +43,20 @@ typedef enum {
   COLL_UINT64,
   COLL_FLOAT,
   COLL_DOUBLE,
+  /* 16-bit floats, each element held in 2 bytes (e.g. a uint16_t or
+   * _Float16): IEEE 754 binary16, and bfloat16 (the top half of a binary32
+   * float). Reductions compute each element in float and round it to
+   * nearest even, so results are the same bits on every rank and CPU. A
+   * NaN operand gives the quiet NaN 0x7e00 (FLOAT16) / 0x7fc0 (BFLOAT16),
+   * whatever its payload. */
+  COLL_FLOAT16,
+  COLL_BFLOAT16,
   COLL_DATATYPE_COUNT /* not a datatype: the number of them */
 } coll_datatype_t;
 
 /* Reduction operators. Integer SUM and PROD wrap around on overflow (two's
  * complement), as MPI implementations do in practice. The bitwise operators
- * take integer types only. */
+ * take integer types only (not FLOAT, DOUBLE, FLOAT16 or BFLOAT16). */
 typedef enum {
   COLL_SUM = 0,
   COLL_PROD,

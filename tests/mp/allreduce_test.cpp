@@ -158,7 +158,7 @@ struct AllreduceCase {
 
 std::vector<AllreduceCase> every_valid_case() {
   std::vector<AllreduceCase> cases;
-  for (coll_datatype_t datatype : mp::all_datatypes()) {
+  for (coll_datatype_t datatype : mp::typed_datatypes()) {
     for (int op = 0; op < COLL_OP_COUNT; ++op) {
       const auto coll_op = static_cast<coll_op_t>(op);
       if (mp::is_floating(datatype) && mp::is_bitwise(coll_op)) continue;

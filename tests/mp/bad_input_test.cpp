@@ -90,7 +90,7 @@ TEST_F(BadInput, UnknownOp) {
 
 TEST_F(BadInput, BitwiseOpOnFloatingPoint) {
   coll_comm_t w = mp::world();
-  for (coll_datatype_t datatype : {COLL_FLOAT, COLL_DOUBLE}) {
+  for (coll_datatype_t datatype : {COLL_FLOAT, COLL_DOUBLE, COLL_FLOAT16, COLL_BFLOAT16}) {
     for (coll_op_t op : {COLL_BAND, COLL_BOR, COLL_BXOR}) {
       const std::string what =
           std::string("allreduce ") + mp::op_name(op) + " on " + mp::datatype_name(datatype);

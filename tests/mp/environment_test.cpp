@@ -40,6 +40,8 @@ TEST(Environment, DatatypeSizes) {
   EXPECT_EQ(coll_datatype_size(COLL_UINT64), 8u);
   EXPECT_EQ(coll_datatype_size(COLL_FLOAT), 4u);
   EXPECT_EQ(coll_datatype_size(COLL_DOUBLE), 8u);
+  EXPECT_EQ(coll_datatype_size(COLL_FLOAT16), 2u);
+  EXPECT_EQ(coll_datatype_size(COLL_BFLOAT16), 2u);
   EXPECT_EQ(coll_datatype_size(COLL_DATATYPE_COUNT), 0u);
   EXPECT_EQ(coll_datatype_size(static_cast<coll_datatype_t>(99)), 0u);
 }

@@ -52,6 +52,13 @@ std::vector<coll_datatype_t> all_datatypes() {
   return types;
 }
 
+std::vector<coll_datatype_t> typed_datatypes() {
+  std::vector<coll_datatype_t> types;
+  for (coll_datatype_t t : all_datatypes())
+    if (bench::has_element_type(t)) types.push_back(t);
+  return types;
+}
+
 GuardedBuffer::GuardedBuffer(size_t count, size_t element_size)
     : bytes_(count * element_size), storage_(bytes_ + 2 * kGuardBytes) {
   for (size_t i = 0; i < kGuardBytes; ++i) {

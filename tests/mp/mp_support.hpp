@@ -79,6 +79,10 @@ using bench::visit_datatype;  // visit(bench::TypeTag<T>{})
 using coll::datatype_of;
 
 std::vector<coll_datatype_t> all_datatypes();
+// Those that visit_datatype maps to a C++ type: all but the 16-bit floats
+// (their reductions are checked by tests/unit/float16_test.cpp and
+// tests/mp/c_random.c).
+std::vector<coll_datatype_t> typed_datatypes();
 
 // A buffer of `count` elements between two guard zones of known bytes: a
 // collective that writes one byte outside [data, data + count) is caught.
