@@ -855,6 +855,38 @@ TEST(Table, BarrierAloneUsesOsusHeader) {
   EXPECT_EQ(lines[3].substr(0, 18), "              1.25") << lines[3];
 }
 
+// The header names the operator where it applies (the reductions) and the
+// root where it applies (the rooted collectives); so do the records.
+TEST(Table, HeaderNamesOperatorAndRootWhereTheyApply) {
+  RunInfo info = sample_info();
+  info.workload.root = 2;
+  const auto header = [&](Collective collective) {
+    return table_lines(info, collective, {"libcoll", "mpi"}, sample_bcast()).at(1);
+  };
+  EXPECT_NE(header(Collective::reduce).find("datatype float, op sum, root 2"), std::string::npos)
+      << header(Collective::reduce);
+  EXPECT_NE(header(Collective::scatterv).find("datatype float, root 2"), std::string::npos)
+      << header(Collective::scatterv);
+  EXPECT_NE(header(Collective::exscan).find("datatype float, op sum,"), std::string::npos)
+      << header(Collective::exscan);
+  for (Collective collective : {Collective::allgather, Collective::alltoallv}) {
+    EXPECT_EQ(header(collective).find(" op "), std::string::npos) << header(collective);
+    EXPECT_EQ(header(collective).find("root"), std::string::npos) << header(collective);
+  }
+  EXPECT_EQ(table_lines(info, Collective::reduce_scatter_block, {"libcoll", "mpi"},
+                        sample_bcast())
+                .at(0),
+            "# libcoll vs Open MPI v4.1.4 Reduce_scatter_block Latency Test");
+
+  const std::string path = testing::TempDir() + "bench_report_rooted.csv";
+  write_csv(path, info,
+            {{Collective::reduce, {sample_bcast()}}, {Collective::allgather, {sample_bcast()}}});
+  const std::string csv = read_file(path);
+  EXPECT_NE(csv.find("\nreduce,libcoll,4,float,sum,2,16,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nallgather,mpi,4,float,,,16,"), std::string::npos) << csv;
+  std::remove(path.c_str());
+}
+
 TEST(Report, WritingToAMissingDirectoryThrows) {
   EXPECT_THROW(write_csv("/nonexistent-dir/x.csv", sample_info(), sample_results()),
                std::runtime_error);
