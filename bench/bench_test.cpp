@@ -127,14 +127,22 @@ TEST(Collectives, NamesRoundTripAndMatchTheTable) {
 // gather.cu and scatter.cu), 1 for bcast and reduce (and here scan, exscan).
 TEST(Collectives, BusBandwidthFactorsAsNcclTests) {
   const std::vector<std::pair<Collective, double>> at_four_ranks = {
-      {Collective::allreduce, 1.5},       {Collective::bcast, 1.0},
-      {Collective::barrier, 0.0},         {Collective::reduce, 1.0},
-      {Collective::allgather, 0.75},      {Collective::allgatherv, 0.75},
-      {Collective::reduce_scatter_block, 0.75}, {Collective::reduce_scatter, 0.75},
-      {Collective::gather, 0.75},         {Collective::gatherv, 0.75},
-      {Collective::scatter, 0.75},        {Collective::scatterv, 0.75},
-      {Collective::alltoall, 0.75},       {Collective::alltoallv, 0.75},
-      {Collective::scan, 1.0},            {Collective::exscan, 1.0}};
+      {Collective::allreduce, 1.5},
+      {Collective::bcast, 1.0},
+      {Collective::barrier, 0.0},
+      {Collective::reduce, 1.0},
+      {Collective::allgather, 0.75},
+      {Collective::allgatherv, 0.75},
+      {Collective::reduce_scatter_block, 0.75},
+      {Collective::reduce_scatter, 0.75},
+      {Collective::gather, 0.75},
+      {Collective::gatherv, 0.75},
+      {Collective::scatter, 0.75},
+      {Collective::scatterv, 0.75},
+      {Collective::alltoall, 0.75},
+      {Collective::alltoallv, 0.75},
+      {Collective::scan, 1.0},
+      {Collective::exscan, 1.0}};
   ASSERT_EQ(at_four_ranks.size(), all_collectives().size());
   for (const auto& [collective, factor] : at_four_ranks) {
     EXPECT_DOUBLE_EQ(bus_bandwidth_factor(collective, 4), factor) << collective_name(collective);
@@ -147,15 +155,15 @@ TEST(Collectives, BusBandwidthFactorsAsNcclTests) {
 // rank's block (nccl-tests' allgather, alltoall, gather, scatter), the
 // size itself where it is the vector (reduce_scatter: the whole input).
 TEST(Collectives, AlgorithmBytesAndBuffers) {
-  for (Collective blocked : {Collective::allgather, Collective::allgatherv, Collective::gather,
-                             Collective::gatherv, Collective::scatter, Collective::scatterv,
-                             Collective::alltoall, Collective::alltoallv}) {
+  for (Collective blocked :
+       {Collective::allgather, Collective::allgatherv, Collective::gather, Collective::gatherv,
+        Collective::scatter, Collective::scatterv, Collective::alltoall, Collective::alltoallv}) {
     EXPECT_DOUBLE_EQ(algorithm_bytes(blocked, 1024, 4), 4096.0) << collective_name(blocked);
     EXPECT_EQ(buffer_bytes(blocked, 1024, 4), 4096u) << collective_name(blocked);
   }
-  for (Collective whole : {Collective::allreduce, Collective::bcast, Collective::reduce,
-                           Collective::reduce_scatter, Collective::reduce_scatter_block,
-                           Collective::scan, Collective::exscan}) {
+  for (Collective whole :
+       {Collective::allreduce, Collective::bcast, Collective::reduce, Collective::reduce_scatter,
+        Collective::reduce_scatter_block, Collective::scan, Collective::exscan}) {
     EXPECT_DOUBLE_EQ(algorithm_bytes(whole, 1024, 4), 1024.0) << collective_name(whole);
     EXPECT_EQ(buffer_bytes(whole, 1024, 4), 1024u) << collective_name(whole);
   }
@@ -193,28 +201,29 @@ TEST(Options, MaxAloneKeepsDefaultMin) {
 }
 
 TEST(Options, RejectsBadInput) {
-  for (auto arguments : std::vector<std::vector<const char*>>{{"-m", "64:8"},
-                                                              {"-m", "0:8"},
-                                                              {"-m", "4:x"},
-                                                              {"-i", "0"},
-                                                              {"-i", "-3"},
-                                                              {"-T", "complex"},
-                                                              {"-o", "avg"},
-                                                              {"-T", "float", "-o", "bxor"},
-                                                              {"-b", "alltoal"},
-                                                              {"-b", "barrier,gathr"},
-                                                              {"-b", ""},
-                                                              {"-b", "allgather,alltoall", "-r", "1"},
-                                                              {"-b", "gather,scatter", "-o", "max"},
-                                                              {"-b", "barrier", "-r", "1"},
-                                                              {"-b", "barrier", "-o", "max"},
-                                                              {"-b", "allreduce", "-r", "1"},
-                                                              {"-b", "bcast", "-o", "max"},
-                                                              {"--rounds", "3"},
-                                                              {"--sync", "mpi"},
-                                                              {"-z"},
-                                                              {"-m"},
-                                                              {"stray"}}) {
+  for (auto arguments :
+       std::vector<std::vector<const char*>>{{"-m", "64:8"},
+                                             {"-m", "0:8"},
+                                             {"-m", "4:x"},
+                                             {"-i", "0"},
+                                             {"-i", "-3"},
+                                             {"-T", "complex"},
+                                             {"-o", "avg"},
+                                             {"-T", "float", "-o", "bxor"},
+                                             {"-b", "alltoal"},
+                                             {"-b", "barrier,gathr"},
+                                             {"-b", ""},
+                                             {"-b", "allgather,alltoall", "-r", "1"},
+                                             {"-b", "gather,scatter", "-o", "max"},
+                                             {"-b", "barrier", "-r", "1"},
+                                             {"-b", "barrier", "-o", "max"},
+                                             {"-b", "allreduce", "-r", "1"},
+                                             {"-b", "bcast", "-o", "max"},
+                                             {"--rounds", "3"},
+                                             {"--sync", "mpi"},
+                                             {"-z"},
+                                             {"-m"},
+                                             {"stray"}}) {
     EXPECT_THROW(parse(arguments), UsageError) << arguments.back();
   }
 }
@@ -351,7 +360,8 @@ TEST_P(ValueCheckTest, BcastDeliversRootsValuesOnly) {
   const size_t bytes = 64 * coll_datatype_size(datatype);
   AlignedBuffer root_buffer(bytes), other_buffer(bytes);
   const size_t count = 64;
-  const Message at_root = make_message(Collective::bcast, root_buffer.data(), nullptr, count, ranks);
+  const Message at_root =
+      make_message(Collective::bcast, root_buffer.data(), nullptr, count, ranks);
   const Message elsewhere =
       make_message(Collective::bcast, other_buffer.data(), nullptr, count, ranks);
   ValueCheck(workload, root, ranks).prepare(Collective::bcast, at_root, 3);
@@ -376,8 +386,8 @@ struct SimulatedRanks {
     for (int rank = 0; rank < ranks; ++rank) {
       send.emplace_back(elements);
       recv.emplace_back(elements);
-      messages.push_back(make_message(collective, bytes(send.back()), bytes(recv.back()), count,
-                                      ranks));
+      messages.push_back(
+          make_message(collective, bytes(send.back()), bytes(recv.back()), count, ranks));
     }
   }
 
@@ -561,9 +571,9 @@ TEST_P(EveryCollectiveTest, ResultPassesCorruptionMisroutingAndPoisonFail) {
           // A reduction over the wrong ranks fails: scan's result where
           // exscan's is due, allreduce's where scan's is due (at rank 1,
           // whose prefix differs from the whole).
-          SimulatedRanks<T> other(collective == Collective::scan ? Collective::allreduce
-                                                                 : Collective::scan,
-                                  workload, ranks, 11);
+          SimulatedRanks<T> other(
+              collective == Collective::scan ? Collective::allreduce : Collective::scan, workload,
+              ranks, 11);
           for (int r = 0; r < ranks; ++r) other.prepare(r, iteration);
           other.run();
           const int r = 1;
@@ -588,16 +598,16 @@ std::vector<Collective> collectives_with_message() {
   return collectives;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    CollectivesTypesAndRanks, EveryCollectiveTest,
-    testing::Combine(testing::ValuesIn(collectives_with_message()),
-                     testing::Values(COLL_INT8, COLL_UINT16, COLL_INT64, COLL_FLOAT, COLL_DOUBLE),
-                     testing::Values(1, 2, 3, 7)),
-    [](const testing::TestParamInfo<EveryCollectiveTest::ParamType>& info) {
-      return std::string(collective_name(std::get<0>(info.param))) + "_" +
-             datatype_name(std::get<1>(info.param)) + "_" +
-             std::to_string(std::get<2>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(CollectivesTypesAndRanks, EveryCollectiveTest,
+                         testing::Combine(testing::ValuesIn(collectives_with_message()),
+                                          testing::Values(COLL_INT8, COLL_UINT16, COLL_INT64,
+                                                          COLL_FLOAT, COLL_DOUBLE),
+                                          testing::Values(1, 2, 3, 7)),
+                         [](const testing::TestParamInfo<EveryCollectiveTest::ParamType>& info) {
+                           return std::string(collective_name(std::get<0>(info.param))) + "_" +
+                                  datatype_name(std::get<1>(info.param)) + "_" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(TypesAndRanks, ValueCheckTest,
                          testing::Combine(testing::Values(COLL_INT8, COLL_INT16, COLL_INT32,
@@ -873,10 +883,9 @@ TEST(Table, HeaderNamesOperatorAndRootWhereTheyApply) {
     EXPECT_EQ(header(collective).find(" op "), std::string::npos) << header(collective);
     EXPECT_EQ(header(collective).find("root"), std::string::npos) << header(collective);
   }
-  EXPECT_EQ(table_lines(info, Collective::reduce_scatter_block, {"libcoll", "mpi"},
-                        sample_bcast())
-                .at(0),
-            "# libcoll vs Open MPI v4.1.4 Reduce_scatter_block Latency Test");
+  EXPECT_EQ(
+      table_lines(info, Collective::reduce_scatter_block, {"libcoll", "mpi"}, sample_bcast()).at(0),
+      "# libcoll vs Open MPI v4.1.4 Reduce_scatter_block Latency Test");
 
   const std::string path = testing::TempDir() + "bench_report_rooted.csv";
   write_csv(path, info,

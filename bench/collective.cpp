@@ -61,7 +61,8 @@ constexpr bool in_enum_order() {
   return true;
 }
 static_assert(in_enum_order(), "kCollectives: one row per Collective, in enum order");
-static_assert(kCollectives[std::size(kCollectives) - 1].collective == Collective::exscan, "a Collective has no row");
+static_assert(kCollectives[std::size(kCollectives) - 1].collective == Collective::exscan,
+              "a Collective has no row");
 
 }  // namespace
 
@@ -122,7 +123,7 @@ bool takes_root(Collective collective) { return traits(collective).rooted; }
 
 size_t buffer_bytes(Collective collective, size_t bytes, int ranks) {
   return traits(collective).layout == L::blocks ? bytes * static_cast<size_t>(std::max(ranks, 1))
-                                             : bytes;
+                                                : bytes;
 }
 
 Message make_message(Collective collective, std::byte* send, std::byte* recv, size_t count,

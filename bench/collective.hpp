@@ -68,10 +68,10 @@ enum class Folded {
 // (doc/PERFORMANCE.md): the fraction of the links' capacity the collective
 // uses, comparable across rank counts and to the link speed.
 enum class BusFactor {
-  none,                // barrier: no message (0)
-  one,                 // bcast, reduce, scan, exscan: the vector crosses each link once
-  all_but_own,         // (n-1)/n: allgather, reduce_scatter, alltoall, gather, scatter
-  twice_all_but_own,   // 2(n-1)/n: allreduce (a reduce-scatter, then an allgather)
+  none,               // barrier: no message (0)
+  one,                // bcast, reduce, scan, exscan: the vector crosses each link once
+  all_but_own,        // (n-1)/n: allgather, reduce_scatter, alltoall, gather, scatter
+  twice_all_but_own,  // 2(n-1)/n: allreduce (a reduce-scatter, then an allgather)
 };
 
 // How the size column maps onto the buffers (make_message).

@@ -81,9 +81,8 @@ LibraryResult summarize(const Contender& contender, Runner& reducer, const SizeR
   result.library = contender.runner->library();
   result.latency = {sum[0] / reducer.size(), min[0], max[0]};
   if (result.latency.avg_us > 0) {
-    result.algbw_gbs =
-        algorithm_bytes(run.collective, bytes, contender.runner->size()) / result.latency.avg_us /
-        1e3;
+    result.algbw_gbs = algorithm_bytes(run.collective, bytes, contender.runner->size()) /
+                       result.latency.avg_us / 1e3;
   }
   result.busbw_gbs =
       result.algbw_gbs * bus_bandwidth_factor(run.collective, contender.runner->size());

@@ -230,8 +230,7 @@ bool ValueCheck::verify(Collective collective, const Message& message, size_t it
       case Movement::gather:
         return blocks_match<T>(message.recv, message, rank_shift, iteration);
       case Movement::scatter:
-        return matches(message.recv, message.count, input_pattern<T>(rank_shift(rank_)),
-                       iteration);
+        return matches(message.recv, message.count, input_pattern<T>(rank_shift(rank_)), iteration);
       case Movement::exchange:
         return blocks_match<T>(
             message.recv, message, [&](int from) { return exchange_shift(from, rank_); },
