@@ -95,7 +95,7 @@ enum class Layout {
 struct CollectiveTraits {
   Collective collective;
   const char* name;   // "allreduce": command line, CSV/JSON, coll_comm_last_algorithm()
-  const char* title;  // "Allreduce": the table title
+  const char* title;  // "Allreduce": the table title, as OSU's; the MPI function is MPI_<title>
   Movement movement;
   Layout layout;
   Receivers receivers;
