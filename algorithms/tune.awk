@@ -3,6 +3,17 @@
 # table to the file `table` and prints the median latencies as markdown.
 # POSIX awk (mawk or gawk), after bench/median.awk (median, sort_numbers).
 
+# The bytes libcoll's selection is keyed by (Args::select_bytes,
+# algorithms/algorithms.hpp) for a coll_bench row: its size, except for the
+# reduce_scatters, whose size is the whole vector (OSU's) but whose key is
+# one rank's block. Rules must be written in the key, or they would apply
+# at other sizes than measured.
+function select_bytes(coll, np, size, elements) {
+  if (coll == "reduce_scatter") return int(size / np)
+  if (coll == "reduce_scatter_block") return elements > 0 ? int(elements / np) * (size / elements) : 0
+  return size
+}
+
 function add_once(list, item) {
   return index(" " list " ", " " item " ") ? list : (list == "" ? item : list " " item)
 }
@@ -11,7 +22,8 @@ BEGIN { FS = "," }
 
 FNR == 1 {
   for (i = 1; i <= NF; i++) column[$i] = i
-  if (!("avg_us" in column) || !("size_bytes" in column) || !("algorithm" in column)) {
+  if (!("avg_us" in column) || !("size_bytes" in column) || !("count" in column) ||
+      !("algorithm" in column)) {
     print "tune.awk: " FILENAME " is not coll_bench CSV" > "/dev/stderr"
     failed = 1
     exit 1
@@ -30,7 +42,9 @@ FNR == 1 {
 }
 
 {
-  size = $column["size_bytes"]
+  # Rows whose keys coincide (reduce_scatter_block below np elements: 0)
+  # are one size to the selection, and pooled.
+  size = select_bytes(coll, np, $column["size_bytes"], $column["count"])
   key = coll SUBSEP np SUBSEP size SUBSEP label
   count[key]++
   sample[key, count[key]] = $column["avg_us"]

@@ -10,11 +10,13 @@
 # automatic choice's ratio to the best forced algorithm.
 #
 #   algorithms/tune.sh [--build DIR] [--np "2 4"] [--rounds N] [--sizes MIN:MAX]
-#                      [--collectives allreduce,bcast] [--keep PCT] [--out FILE]
+#                      [--collectives LIST] [--keep PCT] [--out FILE]
 #                      [--raw DIR] [-- coll_bench options]
 #
-# Defaults: build, "2 4", 5 rounds, 4:4194304, both collectives, 3 percent,
-# tuning.txt; raw CSVs in a temporary directory unless --raw. Then:
+# Defaults: build, "2 4", 5 rounds, 4:4194304, allreduce,bcast, 3 percent,
+# tuning.txt; raw CSVs in a temporary directory unless --raw. LIST: any of
+# the collectives below, or all; not gatherv, scatterv, alltoallv, which
+# libcoll selects without a size. Then:
 #   COLL_TUNING_FILE=tuning.txt collrun -np 4 ./app
 set -euo pipefail
 
@@ -28,9 +30,26 @@ keep=3
 out=tuning.txt
 raw=
 extra=()
-# The names registered in algorithms/registry.cpp.
-allreduce_algos="ring tree binomial recursive_doubling rabenseifner"
-bcast_algos="ring binomial tree scatter_allgather linear"
+# The names registered in algorithms/registry.cpp, per collective. Not
+# here: gatherv and scatterv (one algorithm) and alltoallv, whose selection
+# key is 0 (no rank knows the others' counts), so no rule by size applies.
+declare -A algos=(
+  [allreduce]="ring tree binomial recursive_doubling rabenseifner"
+  [bcast]="ring binomial tree scatter_allgather linear"
+  [barrier]="tree dissemination"
+  [reduce]="binomial reduce_scatter_gather"
+  [allgather]="ring bruck"
+  [allgatherv]="ring bruck"
+  [reduce_scatter_block]="ring recursive_halving"
+  [reduce_scatter]="ring recursive_halving"
+  [gather]="binomial linear"
+  [scatter]="binomial linear"
+  [alltoall]="pairwise bruck linear"
+  [scan]="recursive_doubling linear"
+  [exscan]="recursive_doubling linear"
+)
+all_collectives="allreduce bcast barrier reduce allgather allgatherv reduce_scatter_block
+  reduce_scatter gather scatter alltoall scan exscan"
 
 usage() { sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "tune.sh: $*" >&2; exit 1; }
@@ -60,6 +79,11 @@ collrun=$build/libcoll/launcher/collrun
 for np in $rank_counts; do
   [[ $np =~ ^[1-9][0-9]*$ ]] || die "--np: '$np' is not a rank count"
 done
+[[ $collectives == all ]] && collectives=$(echo $all_collectives | tr ' ' ,)
+for coll in ${collectives//,/ }; do
+  [[ -n ${algos[$coll]:-} ]] ||
+    die "--collectives: '$coll' is not one of: $(echo $all_collectives), all"
+done
 
 if [[ -z $raw ]]; then
   raw=$(mktemp -d)
@@ -70,17 +94,15 @@ rm -f "$raw"/*.csv
 
 # The automatic choice is measured as the library would make it here: with
 # the compiled-in table, or with COLL_TUNING_FILE when that is set.
-unset COLL_ALLREDUCE_ALGO COLL_BCAST_ALGO
+# COLL_<NAME>_ALGO, the knob that forces an algorithm of the collective.
+knob_of() { echo "COLL_${1^^}_ALGO"; }
+for coll in $all_collectives; do unset "$(knob_of "$coll")"; done
 for ((round = 1; round <= rounds; round++)); do
   for np in $rank_counts; do
     for coll in ${collectives//,/ }; do
-      case $coll in
-        allreduce) algos=$allreduce_algos; knob=COLL_ALLREDUCE_ALGO ;;
-        bcast) algos=$bcast_algos; knob=COLL_BCAST_ALGO ;;
-        *) die "--collectives: unknown collective '$coll'" ;;
-      esac
+      knob=$(knob_of "$coll")
       echo "tune.sh: round $round/$rounds, np $np, $coll" >&2
-      for algo in $algos auto; do
+      for algo in ${algos[$coll]} auto; do
         csv=$raw/$coll-np$np-$algo-round$round.csv
         env "$knob=$algo" "$collrun" -np "$np" "$bench" -b "$coll" -m "$sizes" \
           --csv "$csv" "${extra[@]}" > "$raw/last.txt" 2>&1 ||

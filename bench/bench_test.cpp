@@ -85,6 +85,115 @@ TEST(Options, BarrierAloneOrInAList) {
   EXPECT_EQ(bus_bandwidth_factor(Collective::barrier, 4), 0.0);
 }
 
+TEST(Options, AllIsEveryCollectiveInCollHOrder) {
+  const std::vector<Collective> all = parse({"-b", "all"}).collectives;
+  ASSERT_EQ(all.size(), 16u);
+  EXPECT_EQ(all.front(), Collective::allreduce);
+  EXPECT_EQ(all.back(), Collective::exscan);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(static_cast<size_t>(all[i]), i);
+  // Named ones first keep their place; "all" adds the rest once each.
+  const std::vector<Collective> listed = parse({"-b", "scan,all,scan"}).collectives;
+  ASSERT_EQ(listed.size(), 16u);
+  EXPECT_EQ(listed.front(), Collective::scan);
+}
+
+TEST(Options, RootAndOperatorApplyToTheirCollectives) {
+  EXPECT_EQ(parse({"-b", "reduce,allgather", "-r", "1", "-o", "max"}).workload.root, 1);
+  EXPECT_EQ(parse({"-b", "gatherv", "-r", "2"}).workload.root, 2);
+  EXPECT_EQ(parse({"-b", "scatter", "-r", "2"}).workload.root, 2);
+  EXPECT_EQ(parse({"-b", "exscan", "-o", "min"}).workload.op, COLL_MIN);
+  EXPECT_EQ(parse({"-b", "reduce_scatter", "-o", "prod"}).workload.op, COLL_PROD);
+  EXPECT_EQ(parse({"-b", "all", "-r", "1", "-o", "max"}).workload.root, 1);
+}
+
+TEST(Collectives, NamesRoundTripAndMatchTheTable) {
+  for (const CollectiveTraits& row : all_collectives()) {
+    EXPECT_EQ(parse_collective(row.name), row.collective) << row.name;
+    EXPECT_EQ(&traits(row.collective), &row) << row.name;
+    // The table title is the MPI function's name without MPI_ (as OSU's).
+    EXPECT_EQ(std::string(row.title).substr(1), std::string(row.name).substr(1)) << row.name;
+  }
+  EXPECT_FALSE(parse_collective("all")) << "all is an option value, not a collective";
+  EXPECT_TRUE(takes_op(Collective::reduce_scatter_block));
+  EXPECT_TRUE(takes_op(Collective::exscan));
+  EXPECT_FALSE(takes_op(Collective::allgather));
+  EXPECT_TRUE(takes_root(Collective::gatherv));
+  EXPECT_TRUE(takes_root(Collective::bcast));
+  EXPECT_FALSE(takes_root(Collective::alltoall));
+}
+
+// nccl-tests' doc/PERFORMANCE.md: 2(n-1)/n for allreduce, (n-1)/n for
+// allgather, reduce_scatter and alltoall (gather and scatter as nccl-tests'
+// gather.cu and scatter.cu), 1 for bcast and reduce (and here scan, exscan).
+TEST(Collectives, BusBandwidthFactorsAsNcclTests) {
+  const std::vector<std::pair<Collective, double>> at_four_ranks = {
+      {Collective::allreduce, 1.5},
+      {Collective::bcast, 1.0},
+      {Collective::barrier, 0.0},
+      {Collective::reduce, 1.0},
+      {Collective::allgather, 0.75},
+      {Collective::allgatherv, 0.75},
+      {Collective::reduce_scatter_block, 0.75},
+      {Collective::reduce_scatter, 0.75},
+      {Collective::gather, 0.75},
+      {Collective::gatherv, 0.75},
+      {Collective::scatter, 0.75},
+      {Collective::scatterv, 0.75},
+      {Collective::alltoall, 0.75},
+      {Collective::alltoallv, 0.75},
+      {Collective::scan, 1.0},
+      {Collective::exscan, 1.0}};
+  ASSERT_EQ(at_four_ranks.size(), all_collectives().size());
+  for (const auto& [collective, factor] : at_four_ranks) {
+    EXPECT_DOUBLE_EQ(bus_bandwidth_factor(collective, 4), factor) << collective_name(collective);
+  }
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::allgather, 1), 0.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::allreduce, 2), 1.0);
+}
+
+// The algorithm bandwidth counts the whole buffer where the size is one
+// rank's block (nccl-tests' allgather, alltoall, gather, scatter), the
+// size itself where it is the vector (reduce_scatter: the whole input).
+TEST(Collectives, AlgorithmBytesAndBuffers) {
+  for (Collective blocked :
+       {Collective::allgather, Collective::allgatherv, Collective::gather, Collective::gatherv,
+        Collective::scatter, Collective::scatterv, Collective::alltoall, Collective::alltoallv}) {
+    EXPECT_DOUBLE_EQ(algorithm_bytes(blocked, 1024, 4), 4096.0) << collective_name(blocked);
+    EXPECT_EQ(buffer_bytes(blocked, 1024, 4), 4096u) << collective_name(blocked);
+  }
+  for (Collective whole :
+       {Collective::allreduce, Collective::bcast, Collective::reduce, Collective::reduce_scatter,
+        Collective::reduce_scatter_block, Collective::scan, Collective::exscan}) {
+    EXPECT_DOUBLE_EQ(algorithm_bytes(whole, 1024, 4), 1024.0) << collective_name(whole);
+    EXPECT_EQ(buffer_bytes(whole, 1024, 4), 1024u) << collective_name(whole);
+  }
+}
+
+TEST(Collectives, MessageLayoutAsOsu) {
+  std::byte send[1], recv[1];
+  // osu_reduce_scatter: count / n each, the first count % n one more.
+  Message m = make_message(Collective::reduce_scatter, send, recv, 10, 3);
+  EXPECT_EQ(m.counts, (std::vector<size_t>{4, 3, 3}));
+  EXPECT_EQ(m.displs, (std::vector<size_t>{0, 4, 7}));
+  m = make_message(Collective::reduce_scatter, send, recv, 2, 3);
+  EXPECT_EQ(m.counts, (std::vector<size_t>{1, 1, 0}));
+  m = make_message(Collective::reduce_scatter_block, send, recv, 10, 3);
+  EXPECT_EQ(m.counts, (std::vector<size_t>{3, 3, 3}));
+  EXPECT_EQ(m.displs, (std::vector<size_t>{0, 3, 6}));
+  // The v-variants: equal counts, as the non-v ones.
+  for (Collective blocked : {Collective::allgatherv, Collective::gatherv, Collective::scatterv,
+                             Collective::alltoallv, Collective::alltoall}) {
+    m = make_message(blocked, send, recv, 5, 3);
+    EXPECT_EQ(m.count, 5u);
+    EXPECT_EQ(m.counts, (std::vector<size_t>{5, 5, 5})) << collective_name(blocked);
+    EXPECT_EQ(m.displs, (std::vector<size_t>{0, 5, 10})) << collective_name(blocked);
+  }
+  m = make_message(Collective::scan, send, recv, 5, 3);
+  EXPECT_TRUE(m.counts.empty());
+  EXPECT_EQ(m.send, send);
+  EXPECT_EQ(m.recv, recv);
+}
+
 TEST(Options, MaxAloneKeepsDefaultMin) {
   const Options options = parse({"-m", "65536"});
   EXPECT_EQ(options.min_bytes, 4u);
@@ -92,26 +201,30 @@ TEST(Options, MaxAloneKeepsDefaultMin) {
 }
 
 TEST(Options, RejectsBadInput) {
-  for (auto arguments : std::vector<std::vector<const char*>>{{"-m", "64:8"},
-                                                              {"-m", "0:8"},
-                                                              {"-m", "4:x"},
-                                                              {"-i", "0"},
-                                                              {"-i", "-3"},
-                                                              {"-T", "complex"},
-                                                              {"-T", "float16"},
-                                                              {"-o", "avg"},
-                                                              {"-T", "float", "-o", "bxor"},
-                                                              {"-b", "alltoall"},
-                                                              {"-b", "barrier,gather"},
-                                                              {"-b", "barrier", "-r", "1"},
-                                                              {"-b", "barrier", "-o", "max"},
-                                                              {"-b", "allreduce", "-r", "1"},
-                                                              {"-b", "bcast", "-o", "max"},
-                                                              {"--rounds", "3"},
-                                                              {"--sync", "mpi"},
-                                                              {"-z"},
-                                                              {"-m"},
-                                                              {"stray"}}) {
+  for (auto arguments :
+       std::vector<std::vector<const char*>>{{"-m", "64:8"},
+                                             {"-m", "0:8"},
+                                             {"-m", "4:x"},
+                                             {"-i", "0"},
+                                             {"-i", "-3"},
+                                             {"-T", "complex"},
+                                             {"-T", "float16"},
+                                             {"-o", "avg"},
+                                             {"-T", "float", "-o", "bxor"},
+                                             {"-b", "alltoal"},
+                                             {"-b", "barrier,gathr"},
+                                             {"-b", ""},
+                                             {"-b", "allgather,alltoall", "-r", "1"},
+                                             {"-b", "gather,scatter", "-o", "max"},
+                                             {"-b", "barrier", "-r", "1"},
+                                             {"-b", "barrier", "-o", "max"},
+                                             {"-b", "allreduce", "-r", "1"},
+                                             {"-b", "bcast", "-o", "max"},
+                                             {"--rounds", "3"},
+                                             {"--sync", "mpi"},
+                                             {"-z"},
+                                             {"-m"},
+                                             {"stray"}}) {
     EXPECT_THROW(parse(arguments), UsageError) << arguments.back();
   }
 }
@@ -206,8 +319,9 @@ TEST_P(ValueCheckTest, AllreduceResultPassesAndCorruptionFails) {
         std::vector<std::vector<T>> inputs(ranks, std::vector<T>(count));
         std::vector<T> result(count);
         const auto message_of = [&](int rank) {
-          return Message{reinterpret_cast<std::byte*>(inputs[rank].data()),
-                         reinterpret_cast<std::byte*>(result.data()), count};
+          return make_message(Collective::allreduce,
+                              reinterpret_cast<std::byte*>(inputs[rank].data()),
+                              reinterpret_cast<std::byte*>(result.data()), count, ranks);
         };
         for (int rank = 0; rank < ranks; ++rank) {
           ValueCheck(workload, rank, ranks)
@@ -247,8 +361,10 @@ TEST_P(ValueCheckTest, BcastDeliversRootsValuesOnly) {
   const size_t bytes = 64 * coll_datatype_size(datatype);
   AlignedBuffer root_buffer(bytes), other_buffer(bytes);
   const size_t count = 64;
-  const Message at_root{root_buffer.data(), nullptr, count};
-  const Message elsewhere{other_buffer.data(), nullptr, count};
+  const Message at_root =
+      make_message(Collective::bcast, root_buffer.data(), nullptr, count, ranks);
+  const Message elsewhere =
+      make_message(Collective::bcast, other_buffer.data(), nullptr, count, ranks);
   ValueCheck(workload, root, ranks).prepare(Collective::bcast, at_root, 3);
   if (ranks > 1) {
     const ValueCheck other(workload, 0, ranks);
@@ -259,6 +375,240 @@ TEST_P(ValueCheckTest, BcastDeliversRootsValuesOnly) {
   EXPECT_TRUE(ValueCheck(workload, 0, ranks).verify(Collective::bcast, elsewhere, 3));
   EXPECT_TRUE(ValueCheck(workload, root, ranks).verify(Collective::bcast, at_root, 3));
 }
+
+// Every collective run by hand on simulated ranks, from its definition in
+// coll.h (independent of ValueCheck and of the traits table): what each
+// rank's outputs must hold given every rank's inputs.
+template <typename T>
+struct SimulatedRanks {
+  SimulatedRanks(Collective collective, const Workload& workload, int ranks, size_t count)
+      : collective(collective), workload(workload), ranks(ranks) {
+    const size_t elements = buffer_bytes(collective, count, ranks);  // elements, not bytes
+    for (int rank = 0; rank < ranks; ++rank) {
+      send.emplace_back(elements);
+      recv.emplace_back(elements);
+      messages.push_back(
+          make_message(collective, bytes(send.back()), bytes(recv.back()), count, ranks));
+    }
+  }
+
+  static std::byte* bytes(std::vector<T>& values) {
+    return reinterpret_cast<std::byte*>(values.data());
+  }
+
+  // send[first..end) combined elementwise, elements [0, length).
+  std::vector<T> fold(int first, int end, size_t length) const {
+    std::vector<T> result(send[first].begin(), send[first].begin() + length);
+    for (int rank = first + 1; rank < end; ++rank) {
+      for (size_t i = 0; i < length; ++i) {
+        result[i] = reference_reduce(workload.op, result[i], send[rank][i]);
+      }
+    }
+    return result;
+  }
+
+  // Writes every rank's outputs as the collective defines them.
+  void run() {
+    const size_t count = messages[0].count;
+    const int root = workload.root;
+    const auto& counts = messages[0].counts;
+    const auto& displs = messages[0].displs;
+    const auto copy_block = [](const std::vector<T>& from, size_t from_at, std::vector<T>& to,
+                               size_t to_at, size_t length) {
+      std::copy_n(from.begin() + from_at, length, to.begin() + to_at);
+    };
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<T>& out = recv[r];
+      switch (collective) {
+        case Collective::allreduce:
+          std::ranges::copy(fold(0, ranks, count), out.begin());
+          break;
+        case Collective::reduce:
+          if (r == root) std::ranges::copy(fold(0, ranks, count), out.begin());
+          break;
+        case Collective::scan:
+          std::ranges::copy(fold(0, r + 1, count), out.begin());
+          break;
+        case Collective::exscan:
+          if (r > 0) std::ranges::copy(fold(0, r, count), out.begin());
+          break;
+        case Collective::reduce_scatter:
+        case Collective::reduce_scatter_block: {
+          const std::vector<T> whole = fold(0, ranks, count);
+          copy_block(whole, displs[r], out, 0, counts[r]);
+          break;
+        }
+        case Collective::bcast:
+          if (r != root) copy_block(send[root], 0, send[r], 0, count);
+          break;
+        case Collective::allgather:
+        case Collective::allgatherv:
+        case Collective::gather:
+        case Collective::gatherv:
+          if (r != root && (collective == Collective::gather || collective == Collective::gatherv))
+            break;
+          for (int j = 0; j < ranks; ++j) copy_block(send[j], 0, out, displs[j], counts[j]);
+          break;
+        case Collective::scatter:
+        case Collective::scatterv:
+          copy_block(send[root], displs[r], out, 0, counts[r]);
+          break;
+        case Collective::alltoall:
+        case Collective::alltoallv:
+          for (int j = 0; j < ranks; ++j) copy_block(send[j], displs[r], out, displs[j], counts[j]);
+          break;
+        case Collective::barrier:
+          break;
+      }
+    }
+  }
+
+  // The output buffer and the elements of it rank r must hold; empty where
+  // the collective gives r nothing.
+  std::pair<std::vector<T>*, size_t> output(int r) {
+    const Message& m = messages[r];
+    const size_t total = m.counts.empty() ? m.count : m.displs.back() + m.counts.back();
+    switch (collective) {
+      case Collective::bcast:
+        return {&send[r], m.count};
+      case Collective::reduce:
+        return {&recv[r], r == workload.root ? m.count : 0};
+      case Collective::exscan:
+        return {&recv[r], r > 0 ? m.count : 0};
+      case Collective::reduce_scatter:
+      case Collective::reduce_scatter_block:
+      case Collective::scatter:
+      case Collective::scatterv:
+        return {&recv[r], m.counts[r]};
+      case Collective::gather:
+      case Collective::gatherv:
+        return {&recv[r], r == workload.root ? total : 0};
+      case Collective::allgather:
+      case Collective::allgatherv:
+      case Collective::alltoall:
+      case Collective::alltoallv:
+        return {&recv[r], total};
+      default:
+        return {&recv[r], m.count};
+    }
+  }
+
+  bool verify(int r, size_t iteration) const {
+    return ValueCheck(workload, r, ranks).verify(collective, messages[r], iteration);
+  }
+  void prepare(int r, size_t iteration) const {
+    ValueCheck(workload, r, ranks).prepare(collective, messages[r], iteration);
+  }
+
+  Collective collective;
+  Workload workload;
+  int ranks;
+  std::vector<std::vector<T>> send, recv;
+  std::vector<Message> messages;
+};
+
+class EveryCollectiveTest
+    : public testing::TestWithParam<std::tuple<Collective, coll_datatype_t, int>> {};
+
+TEST_P(EveryCollectiveTest, ResultPassesCorruptionMisroutingAndPoisonFail) {
+  const Collective collective = std::get<0>(GetParam());
+  const coll_datatype_t datatype = std::get<1>(GetParam());
+  const int ranks = std::get<2>(GetParam());
+  visit_datatype(datatype, [&]<typename T>(TypeTag<T>) {
+    const std::vector<coll_op_t> ops = takes_op(collective)
+                                           ? std::vector<coll_op_t>{COLL_SUM, COLL_PROD, COLL_MAX}
+                                           : std::vector<coll_op_t>{COLL_SUM};
+    for (coll_op_t op : ops) {
+      // A root that is not rank 0; 11 elements: not a multiple of the
+      // period nor of 3 ranks (reduce_scatter's blocks differ).
+      for (size_t iteration : {0u, 5u}) {
+        SCOPED_TRACE(std::string(op_name(op)) + " iteration " + std::to_string(iteration));
+        const Workload workload{datatype, op, ranks - 1};
+        SimulatedRanks<T> sim(collective, workload, ranks, 11);
+        for (int r = 0; r < ranks; ++r) sim.prepare(r, iteration);
+        sim.run();
+        for (int r = 0; r < ranks; ++r) {
+          EXPECT_TRUE(sim.verify(r, iteration)) << "rank " << r;
+        }
+        // The values change with the iteration: a stale result fails. (Not
+        // always after a reduction: a product over an even number of ranks
+        // only swaps its factors 1 and 2, the maximum over many ranks is 8
+        // nearly everywhere, a sum over 8k ranks covers every residue.)
+        const int last = ranks - 1;  // the root: it holds a result in every collective
+        if (op == COLL_SUM && ranks < 8 && sim.output(last).second > 0) {
+          EXPECT_FALSE(sim.verify(last, iteration + 1)) << "a stale iteration passed";
+        }
+        for (int r = 0; r < ranks; ++r) {
+          SCOPED_TRACE("rank " + std::to_string(r));
+          auto [out, length] = sim.output(r);
+          if (length == 0) continue;
+          const std::vector<T> good = *out;
+          // Every element is checked: the last one too.
+          (*out)[length - 1] = static_cast<T>((*out)[length - 1] + 1);
+          EXPECT_FALSE(sim.verify(r, iteration)) << "a corrupted element passed";
+          *out = good;
+          // A block from the wrong rank fails.
+          const Message& m = sim.messages[r];
+          const bool blocks = traits(collective).layout == Layout::blocks;
+          if (blocks && ranks > 1 && length == m.count * ranks) {
+            std::rotate(out->begin(), out->begin() + m.count, out->begin() + length);
+            EXPECT_FALSE(sim.verify(r, iteration)) << "blocks from the wrong ranks passed";
+            *out = good;
+          }
+          if (traits(collective).movement == Movement::scatter && ranks > 1) {
+            const int other = (r + 1) % ranks;
+            std::copy_n(sim.send[workload.root].begin() + m.displs[other], m.count, out->begin());
+            EXPECT_FALSE(sim.verify(r, iteration)) << "another rank's block passed";
+            *out = good;
+          }
+          // prepare() poisons the output (at the bcast root it refills the
+          // input): a collective that writes nothing fails.
+          if (collective == Collective::bcast && r == workload.root) continue;
+          sim.prepare(r, iteration);
+          EXPECT_FALSE(sim.verify(r, iteration)) << "the poisoned output passed";
+          *out = good;
+        }
+        if (takes_op(collective) && ranks > 2 && op == COLL_SUM) {
+          // A reduction over the wrong ranks fails: scan's result where
+          // exscan's is due, allreduce's where scan's is due (at rank 1,
+          // whose prefix differs from the whole).
+          SimulatedRanks<T> other(
+              collective == Collective::scan ? Collective::allreduce : Collective::scan, workload,
+              ranks, 11);
+          for (int r = 0; r < ranks; ++r) other.prepare(r, iteration);
+          other.run();
+          const int r = 1;
+          auto [out, length] = sim.output(r);
+          auto [wrong, wrong_length] = other.output(r);
+          if (length > 0 && wrong_length >= length && collective != Collective::reduce &&
+              traits(collective).layout == Layout::vector) {
+            std::copy_n(wrong->begin(), length, out->begin());
+            EXPECT_FALSE(sim.verify(r, iteration)) << "the wrong prefix passed";
+          }
+        }
+      }
+    }
+  });
+}
+
+std::vector<Collective> collectives_with_message() {
+  std::vector<Collective> collectives;
+  for (const CollectiveTraits& row : all_collectives()) {
+    if (has_message(row.collective)) collectives.push_back(row.collective);
+  }
+  return collectives;
+}
+
+INSTANTIATE_TEST_SUITE_P(CollectivesTypesAndRanks, EveryCollectiveTest,
+                         testing::Combine(testing::ValuesIn(collectives_with_message()),
+                                          testing::Values(COLL_INT8, COLL_UINT16, COLL_INT64,
+                                                          COLL_FLOAT, COLL_DOUBLE),
+                                          testing::Values(1, 2, 3, 7)),
+                         [](const testing::TestParamInfo<EveryCollectiveTest::ParamType>& info) {
+                           return std::string(collective_name(std::get<0>(info.param))) + "_" +
+                                  datatype_name(std::get<1>(info.param)) + "_" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(TypesAndRanks, ValueCheckTest,
                          testing::Combine(testing::Values(COLL_INT8, COLL_INT16, COLL_INT32,
@@ -514,6 +864,37 @@ TEST(Table, BarrierAloneUsesOsusHeader) {
   EXPECT_EQ(lines[0], "# libcoll Barrier Latency Test");
   EXPECT_EQ(lines[2].rfind("# Avg Latency(us)", 0), 0u) << lines[2];
   EXPECT_EQ(lines[3].substr(0, 18), "              1.25") << lines[3];
+}
+
+// The header names the operator where it applies (the reductions) and the
+// root where it applies (the rooted collectives); so do the records.
+TEST(Table, HeaderNamesOperatorAndRootWhereTheyApply) {
+  RunInfo info = sample_info();
+  info.workload.root = 2;
+  const auto header = [&](Collective collective) {
+    return table_lines(info, collective, {"libcoll", "mpi"}, sample_bcast()).at(1);
+  };
+  EXPECT_NE(header(Collective::reduce).find("datatype float, op sum, root 2"), std::string::npos)
+      << header(Collective::reduce);
+  EXPECT_NE(header(Collective::scatterv).find("datatype float, root 2"), std::string::npos)
+      << header(Collective::scatterv);
+  EXPECT_NE(header(Collective::exscan).find("datatype float, op sum,"), std::string::npos)
+      << header(Collective::exscan);
+  for (Collective collective : {Collective::allgather, Collective::alltoallv}) {
+    EXPECT_EQ(header(collective).find(" op "), std::string::npos) << header(collective);
+    EXPECT_EQ(header(collective).find("root"), std::string::npos) << header(collective);
+  }
+  EXPECT_EQ(
+      table_lines(info, Collective::reduce_scatter_block, {"libcoll", "mpi"}, sample_bcast()).at(0),
+      "# libcoll vs Open MPI v4.1.4 Reduce_scatter_block Latency Test");
+
+  const std::string path = testing::TempDir() + "bench_report_rooted.csv";
+  write_csv(path, info,
+            {{Collective::reduce, {sample_bcast()}}, {Collective::allgather, {sample_bcast()}}});
+  const std::string csv = read_file(path);
+  EXPECT_NE(csv.find("\nreduce,libcoll,4,float,sum,2,16,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\nallgather,mpi,4,float,,,16,"), std::string::npos) << csv;
+  std::remove(path.c_str());
 }
 
 TEST(Report, WritingToAMissingDirectoryThrows) {

@@ -1,6 +1,6 @@
 // coll_bench / coll_bench_mpi: OSU-style latency and bandwidth of libcoll's
-// allreduce and broadcast, and latency of its barrier, alone or side by side
-// with Open MPI (README.md).
+// collectives, and latency of its barrier, alone or side by side with Open
+// MPI (README.md).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -78,7 +78,7 @@ CollectiveResults measure_collective(const Session& session, const Options& opti
   for (size_t bytes : sizes) {
     SizeRun run{collective,
                 options.workload,
-                Message{send.data(), recv.data(), bytes / element},
+                make_message(collective, send.data(), recv.data(), bytes / element, info.ranks),
                 iteration_plan(options, bytes),
                 info.rounds,
                 options.validate,
@@ -120,9 +120,15 @@ int run_benchmark(const Session& session, int argc, char** argv, const char* pro
   info.rounds = session.side_by_side() ? options->rounds : 1;
   if (session.side_by_side()) info.sync = options->sync;
 
-  // One pair of buffers for every size, as OSU allocates them.
-  const AlignedBuffer send(options->max_bytes);
-  const AlignedBuffer recv(options->max_bytes);
+  // One pair of buffers for every size and collective, as OSU allocates
+  // them: large enough for ranks blocks of the largest size where a
+  // collective takes one block per rank (allgather, alltoall, ...).
+  size_t buffer = 0;
+  for (Collective collective : options->collectives) {
+    buffer = std::max(buffer, buffer_bytes(collective, options->max_bytes, info.ranks));
+  }
+  const AlignedBuffer send(buffer);
+  const AlignedBuffer recv(buffer);
   std::vector<CollectiveResults> results;
   for (Collective collective : options->collectives) {
     if (session.reporting() && !results.empty()) std::printf("\n");

@@ -26,20 +26,67 @@ CollRunner::CollRunner(coll_comm_t comm) : comm_(comm) {
 
 void CollRunner::barrier() { check_coll(coll_barrier(comm_), "coll_barrier", comm_); }
 
-void CollRunner::run(Collective collective, const Workload& workload, const Message& message) {
+void CollRunner::run(Collective collective, const Workload& workload, const Message& m) {
+  // The buffers and counts as make_message laid them out (collective.hpp);
+  // the v-variants take the same arrays for sending and receiving.
+  const coll_datatype_t type = workload.datatype;
+  const coll_op_t op = workload.op;
+  const int root = workload.root;
+  const size_t* counts = m.counts.data();
+  const size_t* displs = m.displs.data();
+  int status = COLL_SUCCESS;
   switch (collective) {
     case Collective::allreduce:
-      check_coll(coll_allreduce(message.send, message.recv, message.count, workload.datatype,
-                                workload.op, comm_),
-                 "coll_allreduce", comm_);
-      return;
+      status = coll_allreduce(m.send, m.recv, m.count, type, op, comm_);
+      break;
     case Collective::bcast:
-      check_coll(coll_bcast(message.send, message.count, workload.datatype, workload.root, comm_),
-                 "coll_bcast", comm_);
-      return;
+      status = coll_bcast(m.send, m.count, type, root, comm_);
+      break;
     case Collective::barrier:
-      check_coll(coll_barrier(comm_), "coll_barrier", comm_);
-      return;
+      status = coll_barrier(comm_);
+      break;
+    case Collective::reduce:
+      status = coll_reduce(m.send, m.recv, m.count, type, op, root, comm_);
+      break;
+    case Collective::allgather:
+      status = coll_allgather(m.send, m.recv, m.count, type, comm_);
+      break;
+    case Collective::allgatherv:
+      status = coll_allgatherv(m.send, m.count, m.recv, counts, displs, type, comm_);
+      break;
+    case Collective::reduce_scatter_block:
+      status = coll_reduce_scatter_block(m.send, m.recv, counts[0], type, op, comm_);
+      break;
+    case Collective::reduce_scatter:
+      status = coll_reduce_scatter(m.send, m.recv, counts, type, op, comm_);
+      break;
+    case Collective::gather:
+      status = coll_gather(m.send, m.recv, m.count, type, root, comm_);
+      break;
+    case Collective::gatherv:
+      status = coll_gatherv(m.send, m.count, m.recv, counts, displs, type, root, comm_);
+      break;
+    case Collective::scatter:
+      status = coll_scatter(m.send, m.recv, m.count, type, root, comm_);
+      break;
+    case Collective::scatterv:
+      status = coll_scatterv(m.send, counts, displs, m.recv, m.count, type, root, comm_);
+      break;
+    case Collective::alltoall:
+      status = coll_alltoall(m.send, m.recv, m.count, type, comm_);
+      break;
+    case Collective::alltoallv:
+      status = coll_alltoallv(m.send, counts, displs, m.recv, counts, displs, type, comm_);
+      break;
+    case Collective::scan:
+      status = coll_scan(m.send, m.recv, m.count, type, op, comm_);
+      break;
+    case Collective::exscan:
+      status = coll_exscan(m.send, m.recv, m.count, type, op, comm_);
+      break;
+  }
+  if (status != COLL_SUCCESS) {
+    check_coll(status, (std::string("coll_") + collective_name(collective)).c_str(), comm_);
   }
 }
 

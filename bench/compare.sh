@@ -4,7 +4,8 @@
 # each repeat, the libraries alternating within each run), and prints the
 # median latency ratio libcoll/MPI per collective and size as a markdown
 # table, for allreduce also libcoll's bus bandwidth as a fraction of this
-# machine's memcpy (barrier rows too with -- -b allreduce,bcast,barrier).
+# machine's memcpy (other collectives with -- -b LIST, e.g. -- -b all; the
+# collectives are taken from the CSV, whatever they are).
 # Writes OUTDIR/raw/*.csv (every run), OUTDIR/summary.csv and
 # OUTDIR/summary.md; with --plot also OUTDIR/compare.png (bench/plot.sh).
 #
@@ -22,7 +23,7 @@ out=bench-results
 plot=0
 extra=()
 
-usage() { sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do

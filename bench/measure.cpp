@@ -81,7 +81,8 @@ LibraryResult summarize(const Contender& contender, Runner& reducer, const SizeR
   result.library = contender.runner->library();
   result.latency = {sum[0] / reducer.size(), min[0], max[0]};
   if (result.latency.avg_us > 0) {
-    result.algbw_gbs = static_cast<double>(bytes) / result.latency.avg_us / 1e3;
+    result.algbw_gbs = algorithm_bytes(run.collective, bytes, contender.runner->size()) /
+                       result.latency.avg_us / 1e3;
   }
   result.busbw_gbs =
       result.algbw_gbs * bus_bandwidth_factor(run.collective, contender.runner->size());
@@ -107,6 +108,7 @@ bool all_valid(const SizeResult& result) {
 SizeResult measure_size(const std::vector<Runner*>& runners, Runner& reducer, const SizeRun& run) {
   std::vector<Contender> contenders;
   for (Runner* runner : runners) {
+    runner->prepare(run.collective, run.message);
     contenders.emplace_back(*runner, run.workload);
   }
   // Without validation the buffers are filled once, so that they hold

@@ -26,7 +26,7 @@ struct LatencyStats {
 struct LibraryResult {
   std::string library;  // Runner::library()
   LatencyStats latency;
-  double algbw_gbs = 0;       // bytes / avg latency, 1 GB = 1e9 B
+  double algbw_gbs = 0;       // algorithm_bytes / avg latency, 1 GB = 1e9 B
   double busbw_gbs = 0;       // algbw x bus_bandwidth_factor
   std::string algorithm;      // "" when the library does not say
   std::optional<bool> valid;  // set when validating: on every rank

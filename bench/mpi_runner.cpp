@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -71,25 +72,84 @@ MpiRunner::MpiRunner() {
 
 void MpiRunner::barrier() { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
-void MpiRunner::run(Collective collective, const Workload& workload, const Message& message) {
+void MpiRunner::prepare(Collective collective, const Message& message) {
+  counts_.clear();
+  displs_.clear();
+  for (size_t count : message.counts) counts_.push_back(mpi_count(count));
+  for (size_t displ : message.displs) displs_.push_back(mpi_count(displ));
+  // Blocks of count elements reach count x ranks: beyond int, MPI's int
+  // displacements (and the non-v variants' buffers) cannot address them.
+  if (traits(collective).layout == Layout::blocks) {
+    mpi_count(message.count * static_cast<size_t>(std::max(size_, 1)));
+  }
+}
+
+void MpiRunner::run(Collective collective, const Workload& workload, const Message& m) {
   if (collective == Collective::barrier) {  // no message: its datatype is not looked up
     barrier();
     return;
   }
-  const int count = mpi_count(message.count);
-  const MPI_Datatype datatype = checked_datatype(workload.datatype);
+  // The same calls on the same buffers as CollRunner::run, in MPI's terms:
+  // counts and displacements as prepared, send and receive types alike.
+  const int count = mpi_count(m.count);
+  const MPI_Datatype type = checked_datatype(workload.datatype);
+  const MPI_Op op = takes_op(collective) ? checked_op(workload.op) : MPI_OP_NULL;
+  const int root = workload.root;
+  const int* counts = counts_.data();
+  const int* displs = displs_.data();
+  const MPI_Comm world = MPI_COMM_WORLD;
+  int status = MPI_SUCCESS;
   switch (collective) {
     case Collective::allreduce:
-      check_mpi(MPI_Allreduce(message.send, message.recv, count, datatype, checked_op(workload.op),
-                              MPI_COMM_WORLD),
-                "MPI_Allreduce");
-      return;
+      status = MPI_Allreduce(m.send, m.recv, count, type, op, world);
+      break;
     case Collective::bcast:
-      check_mpi(MPI_Bcast(message.send, count, datatype, workload.root, MPI_COMM_WORLD),
-                "MPI_Bcast");
-      return;
+      status = MPI_Bcast(m.send, count, type, root, world);
+      break;
     case Collective::barrier:
-      return;  // above
+      break;  // above
+    case Collective::reduce:
+      status = MPI_Reduce(m.send, m.recv, count, type, op, root, world);
+      break;
+    case Collective::allgather:
+      status = MPI_Allgather(m.send, count, type, m.recv, count, type, world);
+      break;
+    case Collective::allgatherv:
+      status = MPI_Allgatherv(m.send, count, type, m.recv, counts, displs, type, world);
+      break;
+    case Collective::reduce_scatter_block:
+      status = MPI_Reduce_scatter_block(m.send, m.recv, counts[0], type, op, world);
+      break;
+    case Collective::reduce_scatter:
+      status = MPI_Reduce_scatter(m.send, m.recv, counts, type, op, world);
+      break;
+    case Collective::gather:
+      status = MPI_Gather(m.send, count, type, m.recv, count, type, root, world);
+      break;
+    case Collective::gatherv:
+      status = MPI_Gatherv(m.send, count, type, m.recv, counts, displs, type, root, world);
+      break;
+    case Collective::scatter:
+      status = MPI_Scatter(m.send, count, type, m.recv, count, type, root, world);
+      break;
+    case Collective::scatterv:
+      status = MPI_Scatterv(m.send, counts, displs, type, m.recv, count, type, root, world);
+      break;
+    case Collective::alltoall:
+      status = MPI_Alltoall(m.send, count, type, m.recv, count, type, world);
+      break;
+    case Collective::alltoallv:
+      status = MPI_Alltoallv(m.send, counts, displs, type, m.recv, counts, displs, type, world);
+      break;
+    case Collective::scan:
+      status = MPI_Scan(m.send, m.recv, count, type, op, world);
+      break;
+    case Collective::exscan:
+      status = MPI_Exscan(m.send, m.recv, count, type, op, world);
+      break;
+  }
+  if (status != MPI_SUCCESS) {
+    check_mpi(status, (std::string("MPI_") + traits(collective).title).c_str());
   }
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runner.hpp"
 
@@ -30,6 +31,7 @@ class MpiRunner final : public Runner {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void barrier() override;
+  void prepare(Collective collective, const Message& message) override;
   void run(Collective collective, const Workload& workload, const Message& message) override;
   std::string algorithm(Collective) const override { return ""; }
   void allreduce_doubles(double* values, size_t count, coll_op_t op) override;
@@ -37,6 +39,9 @@ class MpiRunner final : public Runner {
  private:
   int rank_ = 0;
   int size_ = 0;
+  // The message's counts and displacements as MPI's ints (prepare).
+  std::vector<int> counts_;
+  std::vector<int> displs_;
 };
 
 }  // namespace bench

@@ -38,24 +38,41 @@ void parse_message_sizes(std::string_view text, Options& options) {
   }
 }
 
-// -b allreduce,bcast,barrier (in the order given, each once)
+// -b allreduce,bcast,barrier (in the order given, each once); "all" stands
+// for every collective, in the order of coll.h.
 std::vector<Collective> parse_collectives(std::string_view text) {
   std::vector<Collective> collectives;
+  const auto add = [&](Collective collective) {
+    if (std::find(collectives.begin(), collectives.end(), collective) == collectives.end()) {
+      collectives.push_back(collective);
+    }
+  };
   while (!text.empty()) {
     const size_t comma = text.find(',');
     const std::string_view name = text.substr(0, comma);
-    const auto collective = parse_collective(name);
-    if (!collective) {
-      throw UsageError("-b: unknown collective '" + std::string(name) +
-                       "' (allreduce, bcast, barrier)");
-    }
-    if (std::find(collectives.begin(), collectives.end(), *collective) == collectives.end()) {
-      collectives.push_back(*collective);
+    if (name == "all") {
+      for (const CollectiveTraits& row : all_collectives()) add(row.collective);
+    } else if (const auto collective = parse_collective(name)) {
+      add(*collective);
+    } else {
+      throw UsageError("-b: unknown collective '" + std::string(name) + "' (" +
+                       all_collective_names() + ", all)");
     }
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
   }
   if (collectives.empty()) throw UsageError("-b: no collective named");
   return collectives;
+}
+
+// "bcast, reduce, ...": the collectives an option applies to.
+std::string names_of(bool (*applies)(Collective)) {
+  std::string names;
+  for (const CollectiveTraits& row : all_collectives()) {
+    if (!applies(row.collective)) continue;
+    if (!names.empty()) names += ", ";
+    names += row.name;
+  }
+  return names;
 }
 
 enum LongOnly { kCsv = 1000, kJson, kRounds, kSync };
@@ -183,16 +200,19 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
     throw UsageError(std::string("-o ") + op_name(options.workload.op) +
                      " takes an integer datatype, not " + datatype_name(options.workload.datatype));
   }
-  // Silently ignoring an option would mislead the reader of the results.
-  const auto runs = [&](Collective collective) {
-    return std::find(options.collectives.begin(), options.collectives.end(), collective) !=
-           options.collectives.end();
+  // Silently ignoring an option would mislead the reader of the results:
+  // it must apply to one of the collectives run (and is ignored by the
+  // others, as a list of collectives asks for).
+  const auto runs_any = [&](bool (*applies)(Collective)) {
+    return std::any_of(options.collectives.begin(), options.collectives.end(), applies);
   };
-  if (root_given && !runs(Collective::bcast)) {
-    throw UsageError("-r applies to bcast, which -b leaves out");
+  if (root_given && !runs_any(takes_root)) {
+    throw UsageError("-r applies to the rooted collectives (" + names_of(takes_root) +
+                     "), which -b leaves out");
   }
-  if (op_given && !runs(Collective::allreduce)) {
-    throw UsageError("-o applies to allreduce, which -b leaves out");
+  if (op_given && !runs_any(takes_op)) {
+    throw UsageError("-o applies to the reductions (" + names_of(takes_op) +
+                     "), which -b leaves out");
   }
   return options;
 }
@@ -221,12 +241,15 @@ std::string usage(const char* program, bool side_by_side) {
       "  -T TYPE        datatype: " +
       all_datatype_names() +
       " (default float)\n"
-      "  -o OP          allreduce operator: " +
-      all_op_names() +
+      "  -o OP          operator of " +
+      names_of(takes_op) + ": " + all_op_names() +
       " (default sum)\n"
-      "  -r ROOT        bcast root (default 0)\n"
-      "  -b LIST        collectives, comma-separated: allreduce, bcast, barrier "
-      "(default allreduce,bcast)\n"
+      "  -r ROOT        root of " +
+      names_of(takes_root) +
+      " (default 0)\n"
+      "  -b LIST        collectives, comma-separated, or all: " +
+      all_collective_names() +
+      " (default allreduce,bcast)\n"
       "  --csv FILE     also write the results as CSV\n"
       "  --json FILE    also write the results as JSON\n";
   if (side_by_side) {

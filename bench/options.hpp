@@ -1,5 +1,5 @@
 // Command line of coll_bench and coll_bench_mpi, modelled on the OSU
-// micro-benchmarks (osu_allreduce, osu_bcast, osu_barrier).
+// micro-benchmarks (osu_allreduce, osu_bcast, osu_barrier, osu_allgather, ...).
 #pragma once
 
 #include <cstddef>

@@ -54,8 +54,8 @@ Value optional_text(bool present, std::string value) {
 std::vector<Record> flatten(const RunInfo& info, const std::vector<CollectiveResults>& results) {
   std::vector<Record> records;
   for (const CollectiveResults& collective : results) {
-    const bool allreduce = collective.collective == Collective::allreduce;
-    const bool bcast = collective.collective == Collective::bcast;
+    const bool reduces = takes_op(collective.collective);
+    const bool rooted = takes_root(collective.collective);
     const bool sized = has_message(collective.collective);
     const auto sized_number = [sized](double value) {
       return sized ? Value(value) : Value(Null{});
@@ -68,8 +68,8 @@ std::vector<Record> flatten(const RunInfo& info, const std::vector<CollectiveRes
             {"library", text(library.library)},
             {"np", integer(info.ranks)},
             {"datatype", optional_text(sized, datatype_name(info.workload.datatype))},
-            {"op", optional_text(allreduce, op_name(info.workload.op))},
-            {"root", bcast ? integer(info.workload.root) : Value(Null{})},
+            {"op", optional_text(reduces, op_name(info.workload.op))},
+            {"root", rooted ? integer(info.workload.root) : Value(Null{})},
             {"size_bytes", integer(static_cast<long long>(size.bytes))},
             {"count", integer(static_cast<long long>(size.count))},
             {"iterations", integer(static_cast<long long>(size.iterations))},
@@ -262,18 +262,11 @@ void TablePrinter::print_header() const {
                collective_title(collective_));
   std::fprintf(out_, "# np %d, transport %s, bootstrap %s", info_.ranks, info_.transport.c_str(),
                info_.bootstrap.c_str());
-  switch (collective_) {
-    case Collective::allreduce:
-      std::fprintf(out_, ", datatype %s, op %s", datatype_name(info_.workload.datatype),
-                   op_name(info_.workload.op));
-      break;
-    case Collective::bcast:
-      std::fprintf(out_, ", datatype %s, root %d", datatype_name(info_.workload.datatype),
-                   info_.workload.root);
-      break;
-    case Collective::barrier:
-      break;
+  if (has_message(collective_)) {
+    std::fprintf(out_, ", datatype %s", datatype_name(info_.workload.datatype));
   }
+  if (takes_op(collective_)) std::fprintf(out_, ", op %s", op_name(info_.workload.op));
+  if (takes_root(collective_)) std::fprintf(out_, ", root %d", info_.workload.root);
   if (!alone) {
     std::fprintf(out_, ", %zu alternating rounds", info_.rounds);
     if (info_.sync == "mpi") std::fprintf(out_, ", MPI_Barrier for both");

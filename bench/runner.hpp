@@ -24,6 +24,10 @@ class Runner {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual void barrier() = 0;
+  // Called once per message size, before any run() of it, outside the
+  // timer: a library that needs the message in its own form (MPI's int
+  // counts) converts it here rather than in every timed call.
+  virtual void prepare(Collective, const Message&) {}
   virtual void run(Collective collective, const Workload& workload, const Message& message) = 0;
   // The algorithm the last collective of this kind ran; "" if unknown.
   virtual std::string algorithm(Collective collective) const = 0;

@@ -18,15 +18,24 @@ using Pattern = std::array<T, ValueCheck::kPeriod>;
 // Products of values in {1, 2} are powers of two: exact in every datatype.
 size_t value_modulus(coll_op_t op) { return op == COLL_PROD ? 2 : ValueCheck::kPeriod; }
 
-// v(rank, k) for k = (i + t) mod kPeriod.
+// 1 + (shift + k) mod modulus for k = (i + t) mod kPeriod.
 template <typename T>
-Pattern<T> input_pattern(int rank, size_t modulus) {
+Pattern<T> input_pattern(size_t shift, size_t modulus = ValueCheck::kPeriod) {
   Pattern<T> pattern{};
   for (size_t k = 0; k < pattern.size(); ++k) {
-    pattern[k] = static_cast<T>(1 + (3 * static_cast<size_t>(rank) + k) % modulus);
+    pattern[k] = static_cast<T>(1 + (shift + k) % modulus);
   }
   return pattern;
 }
+
+// Rank r's values are shifted by 3r: 3 is odd, so the patterns of eight
+// consecutive ranks differ, and a block from the wrong rank fails.
+size_t rank_shift(int rank) { return 3 * static_cast<size_t>(rank); }
+
+// Alltoall's block from rank `from` to rank `to`: shifted by 3 from + to,
+// so that the blocks a rank sends differ (by to), and so do the blocks it
+// receives (by 3 from).
+size_t exchange_shift(int from, int to) { return rank_shift(from) + static_cast<size_t>(to); }
 
 // a op b in T, with the wrap-around of the library's integer SUM and PROD:
 // computed in uint64_t, where overflow is defined, then narrowed (modular
@@ -66,11 +75,12 @@ T reduce(coll_op_t op, T a, T b) {
                               " does not apply to this datatype");
 }
 
+// The inputs of ranks [first, end) combined (end > first).
 template <typename T>
-Pattern<T> allreduce_pattern(coll_op_t op, int ranks) {
-  Pattern<T> result = input_pattern<T>(0, value_modulus(op));
-  for (int rank = 1; rank < ranks; ++rank) {
-    const Pattern<T> input = input_pattern<T>(rank, value_modulus(op));
+Pattern<T> reduction_pattern(coll_op_t op, int first, int end) {
+  Pattern<T> result = input_pattern<T>(rank_shift(first), value_modulus(op));
+  for (int rank = first + 1; rank < end; ++rank) {
+    const Pattern<T> input = input_pattern<T>(rank_shift(rank), value_modulus(op));
     for (size_t k = 0; k < result.size(); ++k) {
       result[k] = reduce(op, result[k], input[k]);
     }
@@ -101,47 +111,140 @@ void poison(std::byte* buffer, size_t count, coll_datatype_t datatype) {
   std::memset(buffer, ValueCheck::kPoison, count * coll_datatype_size(datatype));
 }
 
+template <typename T>
+std::byte* block_at(std::byte* buffer, size_t displ) {
+  return buffer + displ * sizeof(T);
+}
+
+// Fills block j of the message's layout with the pattern shifted by
+// shift_of(j).
+template <typename T, typename ShiftOf>
+void fill_blocks(std::byte* buffer, const Message& message, ShiftOf shift_of, size_t iteration) {
+  for (size_t j = 0; j < message.counts.size(); ++j) {
+    fill(block_at<T>(buffer, message.displs[j]), message.counts[j],
+         input_pattern<T>(shift_of(static_cast<int>(j))), iteration);
+  }
+}
+
+template <typename T, typename ShiftOf>
+bool blocks_match(std::byte* buffer, const Message& message, ShiftOf shift_of, size_t iteration) {
+  for (size_t j = 0; j < message.counts.size(); ++j) {
+    if (!matches(block_at<T>(buffer, message.displs[j]), message.counts[j],
+                 input_pattern<T>(shift_of(static_cast<int>(j))), iteration)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// reduce_scatter(_block): rank r's result is block r of the vector.
+bool splits_result(Collective collective) {
+  const Layout layout = traits(collective).layout;
+  return layout == Layout::split || layout == Layout::split_equal;
+}
+
+size_t total_count(const Message& message) {
+  size_t total = 0;
+  for (size_t count : message.counts) total += count;
+  return total;
+}
+
 }  // namespace
 
 ValueCheck::ValueCheck(const Workload& workload, int rank, int ranks)
     : workload_(workload), rank_(rank), ranks_(ranks) {}
 
+bool ValueCheck::receives(Collective collective) const {
+  switch (traits(collective).receivers) {
+    case Receivers::all:
+      return true;
+    case Receivers::root:
+      return rank_ == workload_.root;
+    case Receivers::all_but_first:
+      return rank_ != 0;
+  }
+  return false;
+}
+
 void ValueCheck::prepare(Collective collective, const Message& message, size_t iteration) const {
-  visit_datatype(workload_.datatype, [&]<typename T>(TypeTag<T>) {
-    switch (collective) {
-      case Collective::allreduce:
-        fill(message.send, message.count, input_pattern<T>(rank_, value_modulus(workload_.op)),
-             iteration);
-        poison(message.recv, message.count, workload_.datatype);
+  const CollectiveTraits& info = traits(collective);
+  const bool receiver = receives(collective);
+  const bool root = rank_ == workload_.root;
+  const coll_datatype_t datatype = workload_.datatype;
+  visit_datatype(datatype, [&]<typename T>(TypeTag<T>) {
+    switch (info.movement) {
+      case Movement::none:
         break;
-      case Collective::bcast:
-        if (rank_ == workload_.root) {
-          fill(message.send, message.count, input_pattern<T>(workload_.root, kPeriod), iteration);
+      case Movement::reduction:
+        fill(message.send, message.count,
+             input_pattern<T>(rank_shift(rank_), value_modulus(workload_.op)), iteration);
+        if (receiver) poison(message.recv, result_count(collective, message), datatype);
+        break;
+      case Movement::broadcast:
+        if (root) {
+          fill(message.send, message.count, input_pattern<T>(rank_shift(rank_)), iteration);
         } else {
-          poison(message.send, message.count, workload_.datatype);
+          poison(message.send, message.count, datatype);
         }
         break;
-      case Collective::barrier:
-        break;  // no message
+      case Movement::gather:
+        fill(message.send, message.count, input_pattern<T>(rank_shift(rank_)), iteration);
+        if (receiver) poison(message.recv, total_count(message), datatype);
+        break;
+      case Movement::scatter:
+        // The root's block j holds what rank j must receive.
+        if (root) fill_blocks<T>(message.send, message, rank_shift, iteration);
+        poison(message.recv, message.count, datatype);
+        break;
+      case Movement::exchange:
+        fill_blocks<T>(
+            message.send, message, [&](int to) { return exchange_shift(rank_, to); }, iteration);
+        poison(message.recv, total_count(message), datatype);
+        break;
     }
   });
 }
 
 bool ValueCheck::verify(Collective collective, const Message& message, size_t iteration) const {
+  const CollectiveTraits& info = traits(collective);
+  if (!receives(collective)) return true;  // nothing this rank must hold
   return visit_datatype(workload_.datatype, [&]<typename T>(TypeTag<T>) {
-    switch (collective) {
-      case Collective::allreduce:
-        return matches(message.recv, message.count, allreduce_pattern<T>(workload_.op, ranks_),
-                       iteration);
-      case Collective::bcast:
+    switch (info.movement) {
+      case Movement::none:
+        return true;
+      case Movement::reduction: {
+        // Ranks 0..end-1: every rank's input, or a prefix for the scans.
+        const int end = info.folded == Folded::all          ? ranks_
+                        : info.folded == Folded::up_to_self ? rank_ + 1
+                                                            : rank_;
+        // reduce_scatter: this rank's block, at its place in the vector.
+        const size_t offset =
+            splits_result(collective) ? message.displs[static_cast<size_t>(rank_)] : 0;
+        return matches(message.recv, result_count(collective, message),
+                       reduction_pattern<T>(workload_.op, 0, end), iteration + offset);
+      }
+      case Movement::broadcast:
         // The root's buffer must come back unchanged too.
-        return matches(message.send, message.count, input_pattern<T>(workload_.root, kPeriod),
+        return matches(message.send, message.count, input_pattern<T>(rank_shift(workload_.root)),
                        iteration);
-      case Collective::barrier:
-        return true;  // no message
+      case Movement::gather:
+        return blocks_match<T>(message.recv, message, rank_shift, iteration);
+      case Movement::scatter:
+        return matches(message.recv, message.count, input_pattern<T>(rank_shift(rank_)), iteration);
+      case Movement::exchange:
+        return blocks_match<T>(
+            message.recv, message, [&](int from) { return exchange_shift(from, rank_); },
+            iteration);
     }
     return false;
   });
+}
+
+size_t ValueCheck::result_count(Collective collective, const Message& message) const {
+  if (splits_result(collective)) {
+    return message.counts[static_cast<size_t>(rank_)];
+  }
+  return message.count;
 }
 
 }  // namespace bench
