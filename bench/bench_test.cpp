@@ -630,7 +630,7 @@ TEST(MemcpyProbe, GivesAPositiveBandwidth) {
 
 TEST(MemcpyProbe, FractionIsBusbwOverMemcpy) {
   SizeResult size;
-  size.libraries = {{"libcoll", {}, 1.0, 3.0, "", {}}, {"mpi", {}, 1.0, 1.5, "", {}}};
+  size.libraries = {{"libcoll", {}, 1.0, 3.0, "", {}, {}}, {"mpi", {}, 1.0, 1.5, "", {}, {}}};
   EXPECT_FALSE(busbw_per_memcpy(size, 0)) << "no memcpy measured, no fraction";
   size.memcpy_gbs = 6.0;
   EXPECT_DOUBLE_EQ(busbw_per_memcpy(size, 0).value(), 0.5);
@@ -652,8 +652,8 @@ SizeResult sample_allreduce() {
   size.bytes = 8;
   size.count = 2;
   size.iterations = 10;
-  size.libraries = {{"libcoll", {2.5, 2.0, 3.0}, 0.0032, 0.0048, "ring", true},
-                    {"mpi", {2.0, 1.5, 2.5}, 0.004, 0.006, "", true}};
+  size.libraries = {{"libcoll", {2.5, 2.0, 3.0}, 0.0032, 0.0048, "ring", true, {}},
+                    {"mpi", {2.0, 1.5, 2.5}, 0.004, 0.006, "", true, {}}};
   size.memcpy_gbs = 0.96;  // libcoll's fraction 0.005, MPI's 0.00625
   return size;
 }
@@ -663,8 +663,8 @@ SizeResult sample_bcast() {
   size.bytes = 16;
   size.count = 4;
   size.iterations = 10;
-  size.libraries = {{"libcoll", {1.5, 1.0, 2.0}, 0.0107, 0.0107, "binomial", true},
-                    {"mpi", {1.0, 0.5, 1.5}, 0.016, 0.016, "", true}};
+  size.libraries = {{"libcoll", {1.5, 1.0, 2.0}, 0.0107, 0.0107, "binomial", true, {}},
+                    {"mpi", {1.0, 0.5, 1.5}, 0.016, 0.016, "", true, {}}};
   return size;
 }
 
@@ -673,8 +673,8 @@ SizeResult sample_bcast() {
 SizeResult sample_barrier() {
   SizeResult size;
   size.iterations = 1000;
-  size.libraries = {{"libcoll", {1.25, 1.0, 1.5}, 0.0, 0.0, "", {}},
-                    {"mpi", {2.5, 2.0, 3.0}, 0.0, 0.0, "", {}}};
+  size.libraries = {{"libcoll", {1.25, 1.0, 1.5}, 0.0, 0.0, "", {}, {}},
+                    {"mpi", {2.5, 2.0, 3.0}, 0.0, 0.0, "", {}, {}}};
   return size;
 }
 
@@ -696,21 +696,23 @@ RunInfo sample_info() {
 
 TEST(Report, CsvHasOneRecordPerLibrary) {
   const std::string path = testing::TempDir() + "bench_report.csv";
-  write_csv(path, sample_info(), sample_results());
+  std::vector<CollectiveResults> results = sample_results();
+  // The synchronized-start figure where it was taken; empty elsewhere.
+  results[0].sizes[0].libraries[0].sync_start = SyncStartStats{4.5, 0.125, 20};
+  write_csv(path, sample_info(), results);
   // memcpy_gbs for allreduce only; barrier has size 0 and no datatype,
   // bandwidth or validation.
   EXPECT_EQ(read_file(path),
             "collective,library,np,datatype,op,root,size_bytes,count,"
             "iterations,avg_us,min_us,max_us,algbw_gbs,busbw_gbs,memcpy_gbs,algorithm,"
-            "validation,transport,bootstrap\n"
+            "validation,transport,bootstrap,sync_max_us,sync_late,sync_window_us\n"
             "allreduce,libcoll,4,float,sum,,8,2,10,2.5,2,3,0.0032,0.0048,0.96,"
-            "ring,pass,shm,pmix\n"
-            "allreduce,mpi,4,float,sum,,8,2,10,2,1.5,2.5,0.004,0.006,0.96,,pass,,\n"
-            "bcast,libcoll,4,float,,0,16,4,10,1.5,1,2,0.0107,0.0107,,binomial,pass,shm,pmix\n"
-            "bcast,mpi,4,float,,0,16,4,10,1,0.5,1.5,0.016,0.016,,,pass,,\n"
-            "barrier,libcoll,4,,,,0,0,1000,1.25,1,1.5,,,,,,shm,pmix\n"
-            "barrier,mpi,4,,,,0,0,1000,2.5,2,3,,,,,,,\n");
-  std::remove(path.c_str());
+            "ring,pass,shm,pmix,4.5,0.125,20\n"
+            "allreduce,mpi,4,float,sum,,8,2,10,2,1.5,2.5,0.004,0.006,0.96,,pass,,,,,\n"
+            "bcast,libcoll,4,float,,0,16,4,10,1.5,1,2,0.0107,0.0107,,binomial,pass,shm,pmix,,,\n"
+            "bcast,mpi,4,float,,0,16,4,10,1,0.5,1.5,0.016,0.016,,,pass,,,,,\n"
+            "barrier,libcoll,4,,,,0,0,1000,1.25,1,1.5,,,,,,shm,pmix,,,\n"
+            "barrier,mpi,4,,,,0,0,1000,2.5,2,3,,,,,,,,,,\n");
 }
 
 // The JSON object of the first record of `collective` and `library`.

@@ -82,7 +82,8 @@ CollectiveResults measure_collective(const Session& session, const Options& opti
                 iteration_plan(options, bytes),
                 info.rounds,
                 options.validate,
-                options.sync == "mpi" ? session.peer() : nullptr};
+                options.sync == "mpi" ? session.peer() : nullptr,
+                options.sync_start};
     // Before the libraries run, so that their timings stay as they were.
     std::optional<double> memcpy_gbs;
     if (collective == Collective::allreduce) {
@@ -117,6 +118,7 @@ int run_benchmark(const Session& session, int argc, char** argv, const char* pro
   info.workload = options->workload;
   info.full = options->full;
   info.validate = options->validate;
+  info.sync_start = options->sync_start;
   info.rounds = session.side_by_side() ? options->rounds : 1;
   if (session.side_by_side()) info.sync = options->sync;
 

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # libcoll against Open MPI, side by side: runs coll_bench_mpi under mpirun
-# for every rank count, REPEATS times (the rank counts alternating within
-# each repeat, the libraries alternating within each run), and prints the
-# median latency ratio libcoll/MPI per collective and size as a markdown
-# table, for allreduce also libcoll's bus bandwidth as a fraction of this
-# machine's memcpy (other collectives with -- -b LIST, e.g. -- -b all; the
-# collectives are taken from the CSV, whatever they are).
-# Writes OUTDIR/raw/*.csv (every run), OUTDIR/summary.csv and
-# OUTDIR/summary.md; with --plot also OUTDIR/compare.png (bench/plot.sh).
+# for every rank count and peer configuration of Open MPI, REPEATS times
+# (rank counts and peers alternating within each repeat, the libraries
+# within each run), and prints per collective and size the median latency
+# ratio libcoll / the best peer, on OSU's average and on the synchronized-
+# start figure (--sync-start), as a markdown table; for allreduce also
+# libcoll's bus bandwidth as a fraction of this machine's memcpy (other
+# collectives with -- -b LIST, e.g. -- -b all; the collectives are taken
+# from the CSV, whatever they are). Peers: tuned (Open MPI's
+# default coll/tuned), han (--mca coll_han_priority 100).
+# Writes OUTDIR/raw/PEER/*.csv (every run), OUTDIR/summary-PEER.csv,
+# OUTDIR/summary.csv (the first peer's, for plot.sh) and OUTDIR/summary.md;
+# with --plot also OUTDIR/compare.png (bench/plot.sh).
 #
 #   bench/compare.sh [--build DIR] [--np "2 4"] [--repeats N] [--sizes MIN:MAX]
-#                    [--type TYPE] [--out DIR] [--plot] [-- coll_bench_mpi options]
+#                    [--type TYPE] [--peers "tuned han"] [--out DIR] [--plot]
+#                    [-- coll_bench_mpi options]
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,10 +25,11 @@ repeats=5
 sizes=4:4194304
 datatype=float
 out=bench-results
+peers="tuned han"
 plot=0
 extra=()
 
-usage() { sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do
@@ -34,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --sizes) sizes=$2; shift 2 ;;
     --type) datatype=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --peers) peers=$2; shift 2 ;;
     --plot) plot=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
@@ -46,42 +53,86 @@ bench=$build/bench/coll_bench_mpi
 command -v mpirun > /dev/null || die "mpirun not found (Debian: openmpi-bin)"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: '$repeats' is not a positive integer"
 
-mkdir -p "$out/raw"
-rm -f "$out"/raw/*.csv "$out"/raw/*.txt
+# The mpirun options that make a peer.
+peer_args() {
+  case $1 in
+    tuned) ;;
+    han) echo "--mca coll_han_priority 100" ;;
+    *) die "unknown peer '$1' (tuned, han)" ;;
+  esac
+}
+read -r -a peer_list <<< "$peers"
+((${#peer_list[@]})) || die "--peers: none given"
+for peer in "${peer_list[@]}"; do
+  peer_args "$peer" > /dev/null
+  mkdir -p "$out/raw/$peer"
+  rm -f "$out/raw/$peer"/*.csv "$out/raw/$peer"/*.txt
+done
+
 for ((repeat = 1; repeat <= repeats; repeat++)); do
   for np in $rank_counts; do
-    run=$out/raw/np$np-run$repeat
-    echo "compare.sh: run $repeat/$repeats, np $np" >&2
-    # Root may run mpirun only with --allow-run-as-root; shared memory only
-    # (btl self,vader), the transport libcoll uses on one node.
-    mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader \
-      "$bench" -m "$sizes" -T "$datatype" --csv "$run.csv" "${extra[@]}" \
-      > "$run.txt" || die "coll_bench_mpi failed at np $np (output in $run.txt)"
+    # The peers take turns, the first one changing from repeat to repeat.
+    for ((turn = 0; turn < ${#peer_list[@]}; turn++)); do
+      peer=${peer_list[(repeat + turn) % ${#peer_list[@]}]}
+      read -r -a mca <<< "$(peer_args "$peer")"
+      run=$out/raw/$peer/np$np-run$repeat
+      echo "compare.sh: run $repeat/$repeats, np $np, peer $peer" >&2
+      # Root may run mpirun only with --allow-run-as-root; shared memory
+      # only (btl self,vader), the transport libcoll uses on one node.
+      mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader "${mca[@]}" \
+        "$bench" -m "$sizes" -T "$datatype" --sync-start --csv "$run.csv" "${extra[@]}" \
+        > "$run.txt" || die "coll_bench_mpi failed at np $np, peer $peer (output in $run.txt)"
+    done
   done
 done
 
-awk -f "$here/median.awk" -f "$here/summarize.awk" "$out"/raw/*.csv |
-  { IFS= read -r header; echo "$header"; sort -t, -k1,1 -k2,2n -k3,3n; } \
-  > "$out/summary.csv"
+for peer in "${peer_list[@]}"; do
+  awk -f "$here/median.awk" -f "$here/summarize.awk" "$out/raw/$peer"/*.csv |
+    { IFS= read -r header; echo "$header"; sort -t, -k1,1 -k2,2n -k3,3n; } \
+    > "$out/summary-$peer.csv"
+done
+cp "$out/summary-${peer_list[0]}.csv" "$out/summary.csv"
 
-# The markdown table, to paste into a report. Columns of summary.csv: 1
-# collective, 2 np, 3 size_bytes, 4 runs, 5 libcoll_avg_us, 6 mpi_avg_us,
-# 7 ratio, 11 libcoll_busbw_memcpy (allreduce only). A barrier has no size.
+# The markdown table, to paste into a report. Columns of summary-PEER.csv:
+# 1 collective, 2 np, 3 size_bytes, 4 runs, 5 libcoll_avg_us, 6 mpi_avg_us,
+# 7 ratio, 11 libcoll_busbw_memcpy (allreduce only), 13 libcoll_sync_max_us,
+# 14 mpi_sync_max_us, 15 sync_ratio. The best peer at a size is the one
+# against which libcoll's median ratio is highest (the fastest peer);
+# likewise, separately, for the synchronized-start ratio. A barrier has no
+# size.
 awk -F, '
-  NR == 1 {
-    print "| collective | np | size (B) | libcoll (us) | Open MPI (us) | libcoll/MPI |" \
-          " libcoll busbw/memcpy | runs |"
-    print "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    next
+  function peer_of(file,   n, parts) {
+    n = split(file, parts, "/")
+    sub(/^summary-/, "", parts[n]); sub(/[.]csv$/, "", parts[n])
+    return parts[n]
   }
+  function shown(value, format) { return value == "" ? "-" : sprintf(format, value) }
+  FNR == 1 { peer = peer_of(FILENAME); next }
   {
-    size = $1 == "barrier" ? "-" : $3
-    fraction = $11 == "" ? "" : sprintf("%.3f", $11)
-    printf "| %s | %s | %s | %.2f | %.2f | %.2f | %s | %s |\n", $1, $2, size, $5, $6, $7,
-           fraction, $4
+    key = $1 "," $2 "," $3
+    if (!(key in seen)) { seen[key] = 1; order[++keys] = key; libcoll[key] = $5
+                          fraction[key] = $11; runs[key] = $4 }
+    if (!(key in best) || $7 > ratio[key]) { best[key] = peer; ratio[key] = $7; peer_us[key] = $6 }
+    if ($15 != "" && (!(key in sync_best) || $15 > sync_ratio[key])) {
+      sync_best[key] = peer; sync_ratio[key] = $15
+    }
   }
-' "$out/summary.csv" | tee "$out/summary.md"
-echo "compare.sh: wrote $out/summary.csv, $out/summary.md and $out/raw/" >&2
+  END {
+    print "| collective | np | size (B) | libcoll (us) | best peer (us) | best peer |" \
+          " libcoll/best | SyncMax libcoll/best (peer) | libcoll busbw/memcpy | runs |"
+    print "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+    for (k = 1; k <= keys; k++) {
+      key = order[k]
+      split(key, f, ",")
+      size = f[1] == "barrier" ? "-" : f[3]
+      sync = key in sync_best ? sprintf("%.2f (%s)", sync_ratio[key], sync_best[key]) : "-"
+      printf "| %s | %s | %s | %.2f | %.2f | %s | %.2f | %s | %s | %s |\n", f[1], f[2], size,
+             libcoll[key], peer_us[key], best[key], ratio[key], sync, shown(fraction[key], "%.3f"),
+             runs[key]
+    }
+  }
+' $(for peer in "${peer_list[@]}"; do echo "$out/summary-$peer.csv"; done) | tee "$out/summary.md"
+echo "compare.sh: wrote $out/summary-*.csv, $out/summary.csv, $out/summary.md and $out/raw/" >&2
 
 if [[ $plot == 1 ]]; then
   "$here/plot.sh" "$out/summary.csv" "$out/compare.png"

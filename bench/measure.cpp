@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "value_check.hpp"
 
@@ -22,6 +26,7 @@ struct Contender {
   size_t timed = 0;
   bool valid = true;
   std::string algorithm;
+  std::optional<SyncStartStats> sync_start;
 };
 
 // osu_barrier's loop: one barrier starts every rank together, then the
@@ -60,6 +65,85 @@ double run_iterations(Contender& contender, const SizeRun& run, size_t iteration
   return seconds;
 }
 
+// --- the synchronized start (measure.hpp) --------------------------------
+
+double clock_seconds() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// steady_clock is CLOCK_MONOTONIC: one clock for every process of one
+// kernel (network namespaces included), so ranks of one host agree on it
+// exactly. The kernel's boot id names that clock; ranks on several hosts
+// would need clock offsets estimated, and the figure is then not taken.
+double clock_id() {
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  const std::string id((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : id) hash = (hash ^ c) * 1099511628211ull;
+  return static_cast<double>(hash >> 12);  // 52 bits: exact in a double
+}
+
+bool shared_clock(Runner& reducer) {
+  static const double mine = clock_id();
+  double range[] = {mine, -mine};
+  reducer.allreduce_doubles(range, 2, COLL_MAX);
+  return range[0] == mine && -range[1] == mine;
+}
+
+// A finish time that marks an iteration some rank reached late.
+constexpr double kLate = 1e30;
+
+// One pass: iteration i starts at t0 + i window on every rank. finish[i]:
+// this rank's finish - start, or kLate.
+void run_windowed(Contender& contender, const SizeRun& run, Runner& agree, double window,
+                  std::vector<double>& finish) {
+  // The start is agreed with an allreduce; the lead leaves it time to
+  // reach every rank before the first start.
+  double t0 = clock_seconds() + 100e-6 + window;
+  agree.allreduce_doubles(&t0, 1, COLL_MAX);
+  for (size_t i = 0; i < finish.size(); ++i) {
+    const double start = t0 + static_cast<double>(i) * window;
+    double now = clock_seconds();
+    const bool late = now > start;
+    while (now < start) now = clock_seconds();
+    contender.runner->run(run.collective, run.workload, run.message);
+    finish[i] = late ? kLate : clock_seconds() - start;
+  }
+}
+
+// The figure for one library: W starts at four times its slowest rank's
+// OSU average (plus 10 us) and doubles while more than a quarter of the
+// iterations are late, at most three times. The median of the on-time
+// iterations, not their mean: on a shared node one descheduled rank adds
+// milliseconds to an iteration, and the mean would be that rare event's.
+SyncStartStats sync_start_figure(Contender& contender, const SizeRun& run, Runner& reducer,
+                                 size_t iterations) {
+  Runner& agree = run.sync ? *run.sync : *contender.runner;
+  double slowest = contender.timed ? contender.seconds / contender.timed : 0.0;
+  reducer.allreduce_doubles(&slowest, 1, COLL_MAX);
+  double window = 4 * slowest + 10e-6;
+  std::vector<double> finish(std::max<size_t>(iterations, 1));
+  for (int attempt = 0;; ++attempt, window *= 2) {
+    run_windowed(contender, run, agree, window, finish);
+    reducer.allreduce_doubles(finish.data(), finish.size(), COLL_MAX);
+    std::vector<double> on_time;
+    for (double f : finish) {
+      if (f < kLate) on_time.push_back(f);
+    }
+    const double late =
+        1.0 - static_cast<double>(on_time.size()) / static_cast<double>(finish.size());
+    if (late <= 0.25 || attempt == 3) {
+      double median = 0;
+      if (!on_time.empty()) {
+        const size_t mid = on_time.size() / 2;
+        std::nth_element(on_time.begin(), on_time.begin() + mid, on_time.end());
+        median = on_time[mid];
+      }
+      return {median * 1e6, late, window * 1e6};
+    }
+  }
+}
+
 bool validates(const SizeRun& run) { return run.validate && has_message(run.collective); }
 
 // Iterations of round `round` when `total` are split over `rounds`.
@@ -87,6 +171,7 @@ LibraryResult summarize(const Contender& contender, Runner& reducer, const SizeR
   result.busbw_gbs =
       result.algbw_gbs * bus_bandwidth_factor(run.collective, contender.runner->size());
   result.algorithm = contender.algorithm;
+  result.sync_start = contender.sync_start;
   if (validates(run)) result.valid = min[1] == 1.0;
   return result;
 }
@@ -136,6 +221,14 @@ SizeResult measure_size(const std::vector<Runner*>& runners, Runner& reducer, co
   // allreduce.
   for (Contender& contender : contenders) {
     contender.algorithm = contender.runner->algorithm(run.collective);
+  }
+  // After the OSU rounds, whose averages size the window; the last library
+  // of the last round goes first.
+  if (run.sync_start && shared_clock(reducer)) {
+    for (size_t turn = contenders.size(); turn-- > 0;) {
+      Contender& contender = contenders[(rounds - 1 + turn) % contenders.size()];
+      contender.sync_start = sync_start_figure(contender, run, reducer, run.plan.iterations);
+    }
   }
   const size_t bytes = run.message.count * coll_datatype_size(run.workload.datatype);
   SizeResult result{bytes, run.message.count, run.plan.iterations, {}, std::nullopt};

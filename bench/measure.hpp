@@ -3,6 +3,17 @@
 // average, minimum and maximum of those averages over the ranks. Barrier,
 // as osu_barrier: one barrier, then the iterations back to back under one
 // timer, whose average is the rank's.
+//
+// With SizeRun::sync_start, also the figure an application waiting for its
+// slowest rank sees, without a barrier's skew (a barrier releases the
+// ranks at different instants, and a library whose barrier lets rank 0 go
+// first gives a rooted collective a head start): the window scheme of
+// ReproMPI (Hunold and Carpen-Amarie). The ranks agree on a start time T0
+// on their common clock; iteration i starts on every rank at T0 + i W
+// (a rank spins until then) and its latency is the latest rank's finish
+// minus that start. An iteration a rank reached after its start is late
+// and left out; W grows (doubles) while more than a quarter are late.
+// The figure is the median over the on-time iterations.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +34,13 @@ struct LatencyStats {
   double max_us = 0;
 };
 
+// The synchronized-start figure of one library at one size.
+struct SyncStartStats {
+  double max_us = 0;    // median over the iterations that were on time
+  double late = 0;      // fraction of the iterations that were late
+  double window_us = 0;  // W, the time between two starts
+};
+
 struct LibraryResult {
   std::string library;  // Runner::library()
   LatencyStats latency;
@@ -30,6 +48,8 @@ struct LibraryResult {
   double busbw_gbs = 0;       // algbw x bus_bandwidth_factor
   std::string algorithm;      // "" when the library does not say
   std::optional<bool> valid;  // set when validating: on every rank
+  // Set with SizeRun::sync_start when the ranks share one clock (one host).
+  std::optional<SyncStartStats> sync_start;
 };
 
 struct SizeResult {
@@ -58,6 +78,7 @@ struct SizeRun {
   // Whose barrier starts every timed collective (and every barrier loop)
   // of every runner; null: each runner its own.
   Runner* sync = nullptr;
+  bool sync_start = false;  // also the synchronized-start figure
 };
 
 // Measures run on every runner and reduces the timings over the ranks with

@@ -75,7 +75,7 @@ std::string names_of(bool (*applies)(Collective)) {
   return names;
 }
 
-enum LongOnly { kCsv = 1000, kJson, kRounds, kSync };
+enum LongOnly { kCsv = 1000, kJson, kRounds, kSync, kSyncStart };
 
 }  // namespace
 
@@ -101,6 +101,7 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
                                         {"json", required_argument, nullptr, kJson},
                                         {"rounds", required_argument, nullptr, kRounds},
                                         {"sync", required_argument, nullptr, kSync},
+                                        {"sync-start", no_argument, nullptr, kSyncStart},
                                         {"help", no_argument, nullptr, 'h'},
                                         {nullptr, 0, nullptr, 0}};
   Options options;
@@ -184,6 +185,9 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
         }
         options.sync = arg;
         break;
+      case kSyncStart:
+        options.sync_start = true;
+        break;
       case 'h':
         options.help = true;
         break;
@@ -251,7 +255,9 @@ std::string usage(const char* program, bool side_by_side) {
       all_collective_names() +
       " (default allreduce,bcast)\n"
       "  --csv FILE     also write the results as CSV\n"
-      "  --json FILE    also write the results as JSON\n";
+      "  --json FILE    also write the results as JSON\n"
+      "  --sync-start   also: each iteration started at one instant agreed on the\n"
+      "                 ranks' clock, the latest rank's finish (SyncMax column)\n";
   if (side_by_side) {
     text +=
         "  --rounds N     alternate the libraries N times per size, ITER "

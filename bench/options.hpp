@@ -27,6 +27,9 @@ struct Options {
   // libraries: "mpi" (MPI_Barrier for both, the OSU loop users run with a
   // PMPI wrapper) or "own" (each library its own barrier).
   std::string sync = "mpi";
+  // --sync-start: also time every collective from one agreed start on the
+  // ranks' common clock, the maximum over the ranks (measure.hpp).
+  bool sync_start = false;
   bool help = false;
 };
 

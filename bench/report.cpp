@@ -51,6 +51,10 @@ Value optional_text(bool present, std::string value) {
   return present ? text(std::move(value)) : Value(Null{});
 }
 
+Value sync_number(const LibraryResult& library, double SyncStartStats::*field) {
+  return library.sync_start ? Value((*library.sync_start).*field) : Value(Null{});
+}
+
 std::vector<Record> flatten(const RunInfo& info, const std::vector<CollectiveResults>& results) {
   std::vector<Record> records;
   for (const CollectiveResults& collective : results) {
@@ -84,6 +88,9 @@ std::vector<Record> flatten(const RunInfo& info, const std::vector<CollectiveRes
                                          library.valid && *library.valid ? "pass" : "fail")},
             {"transport", optional_text(libcoll, info.transport)},
             {"bootstrap", optional_text(libcoll, info.bootstrap)},
+            {"sync_max_us", sync_number(library, &SyncStartStats::max_us)},
+            {"sync_late", sync_number(library, &SyncStartStats::late)},
+            {"sync_window_us", sync_number(library, &SyncStartStats::window_us)},
         });
       }
     }
@@ -197,6 +204,28 @@ TablePrinter::TablePrinter(std::FILE* out, const RunInfo& info, Collective colle
                             : std::string("-");
                });
   }
+  if (info.sync_start) {
+    const auto sync_max = [](const SizeResult& result, size_t library) -> std::optional<double> {
+      const auto& figure = result.libraries.at(library).sync_start;
+      // More than a quarter late even with the widest window: the ranks
+      // could not start together (a busy node), and the figure says nothing.
+      if (!figure || figure->late > 0.25) return std::nullopt;
+      return figure->max_us;
+    };
+    for (size_t i = 0; i < libraries.size(); ++i) {
+      add_column(label(i, "SyncMax Latency(us)", "SyncMax(us)"), [i, sync_max](const SizeResult& r) {
+        const std::optional<double> value = sync_max(r, i);
+        return value ? fixed2(*value) : std::string("-");
+      });
+    }
+    if (libraries.size() == 2) {
+      add_column("SyncMax " + display_name(libraries[0]) + "/" + display_name(libraries[1]),
+                 [sync_max](const SizeResult& r) {
+                   const std::optional<double> a = sync_max(r, 0), b = sync_max(r, 1);
+                   return a && b && *b > 0 ? fixed2(*a / *b) : std::string("-");
+                 });
+    }
+  }
   if (info.full) {
     for (size_t i = 0; i < libraries.size(); ++i) {
       add_column(label(i, "Min Latency(us)", "Min(us)"), latency(i, &LatencyStats::min_us));
@@ -272,6 +301,7 @@ void TablePrinter::print_header() const {
     if (info_.sync == "mpi") std::fprintf(out_, ", MPI_Barrier for both");
     if (info_.sync == "own") std::fprintf(out_, ", each library's own barrier");
   }
+  if (info_.sync_start) std::fprintf(out_, ", SyncMax: synchronized start, one clock");
   std::fprintf(out_, "\n");
   const bool sized = has_message(collective_);
   if (sized) std::fprintf(out_, "%-*s", kSizeWidth, "# Size");
@@ -333,6 +363,7 @@ void write_json(const std::string& path, const RunInfo& info,
       {"rounds", integer(static_cast<long long>(info.rounds))},
       {"sync", optional_text(!info.sync.empty(), info.sync)},
       {"validate", Value(info.validate)},
+      {"sync_start", Value(info.sync_start)},
   };
   std::string text = "{\n  \"run\": " + json_object(run, "  ") + ",\n  \"results\": [";
   const std::vector<Record> records = flatten(info, results);

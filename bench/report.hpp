@@ -22,6 +22,7 @@ struct RunInfo {
   std::string sync;  // side by side: "mpi" or "own" (Options::sync); "" alone
   bool full = false;
   bool validate = false;
+  bool sync_start = false;  // SyncMax columns (measure.hpp)
 };
 
 struct CollectiveResults {

@@ -45,6 +45,10 @@ FNR == 1 {
   avg[FILENAME, key, library] = $column["avg_us"]
   busbw[FILENAME, key, library] = field_of("busbw_gbs")
   memcpy[FILENAME, key] = field_of("memcpy_gbs")  # the same in both records
+  # The synchronized-start figure, when the run took it and it was valid
+  # (a quarter or fewer of its iterations late).
+  late = field_of("sync_late")
+  sync[FILENAME, key, library] = (late != "" && late + 0 <= 0.25) ? field_of("sync_max_us") : ""
   if (!(key in runs)) { runs[key] = 0; order[++keys] = key }
   # A run counts once both libraries have reported this size.
   if ((FILENAME, key, "libcoll") in avg && (FILENAME, key, "mpi") in avg &&
@@ -58,6 +62,12 @@ FNR == 1 {
     add("ratio", key, mpi > 0 ? libcoll / mpi : 0)
     add("libcoll_busbw", key, busbw[FILENAME, key, "libcoll"])
     add("mpi_busbw", key, busbw[FILENAME, key, "mpi"])
+    libcoll_sync = sync[FILENAME, key, "libcoll"]
+    mpi_sync = sync[FILENAME, key, "mpi"]
+    add("libcoll_sync", key, libcoll_sync)
+    add("mpi_sync", key, mpi_sync)
+    if (libcoll_sync != "" && mpi_sync != "" && mpi_sync + 0 > 0)
+      add("sync_ratio", key, libcoll_sync / mpi_sync)
     copy = memcpy[FILENAME, key]
     if (copy != "" && copy + 0 > 0) {
       add("memcpy", key, copy)
@@ -76,7 +86,7 @@ END {
   # New columns go at the end: compare.sh and plot.sh read them by position.
   print "collective,np,size_bytes,runs,libcoll_avg_us,mpi_avg_us,ratio," \
         "libcoll_busbw_gbs,mpi_busbw_gbs,memcpy_gbs,libcoll_busbw_memcpy," \
-        "mpi_busbw_memcpy"
+        "mpi_busbw_memcpy,libcoll_sync_max_us,mpi_sync_max_us,sync_ratio"
   for (k = 1; k <= keys; k++) {
     key = order[k]
     n = runs[key]
@@ -85,6 +95,8 @@ END {
           summary_of("ratio", key, "%.3f"), summary_of("libcoll_busbw", key, "%.4f"),
           summary_of("mpi_busbw", key, "%.4f"), summary_of("memcpy", key, "%.4f"),
           summary_of("libcoll_fraction", key, "%.4f"),
-          summary_of("mpi_fraction", key, "%.4f")
+          summary_of("mpi_fraction", key, "%.4f"),
+          summary_of("libcoll_sync", key, "%.3f"), summary_of("mpi_sync", key, "%.3f"),
+          summary_of("sync_ratio", key, "%.3f")
   }
 }
