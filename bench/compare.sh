@@ -135,5 +135,7 @@ awk -F, '
 echo "compare.sh: wrote $out/summary-*.csv, $out/summary.csv, $out/summary.md and $out/raw/" >&2
 
 if [[ $plot == 1 ]]; then
-  "$here/plot.sh" "$out/summary.csv" "$out/compare.png"
+  others=()
+  for peer in "${peer_list[@]:1}"; do others+=("$out/summary-$peer.csv"); done
+  "$here/plot.sh" "$out/summary.csv" "$out/compare.png" "${others[@]}"
 fi

@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
 # Latency and bus bandwidth against message size, libcoll beside Open MPI,
 # from the summary that bench/compare.sh writes: one row of two panels per
-# collective, one pair of lines per rank count. Needs gnuplot (Debian:
-# gnuplot-nox).
+# collective, one pair of lines per rank count; with more summaries of
+# other peers (compare.sh's summary-PEER.csv), their Open MPI lines too,
+# dotted, named by PEER. Needs gnuplot (Debian: gnuplot-nox).
 #
-#   bench/plot.sh [SUMMARY_CSV [OUT_PNG]]   (default bench-results/summary.csv,
-#                                            and compare.png beside it)
+#   bench/plot.sh [SUMMARY_CSV [OUT_PNG [PEER_SUMMARY_CSV...]]]
+#       (default bench-results/summary.csv, and compare.png beside it)
 set -euo pipefail
 
 summary=${1:-bench-results/summary.csv}
 png=${2:-$(dirname "$summary")/compare.png}
+peer_summaries=("${@:3}")
 
 die() { echo "plot.sh: $*" >&2; exit 1; }
 command -v gnuplot > /dev/null || die "gnuplot not found (Debian: apt-get install gnuplot-nox)"
 [[ -r $summary ]] || die "no $summary: run bench/compare.sh first"
-[[ $(head -1 "$summary") == collective,np,size_bytes,runs,libcoll_avg_us,mpi_avg_us,* ]] ||
-  die "$summary is not a summary from bench/compare.sh"
+for file in "$summary" "${peer_summaries[@]}"; do
+  [[ -r $file && $(head -1 "$file") == collective,np,size_bytes,runs,libcoll_avg_us,mpi_avg_us,* ]] ||
+    die "$file is not a summary from bench/compare.sh"
+done
+# The other peers' Open MPI curves, dotted: "PEER" from summary-PEER.csv.
+peer_curves=
+for file in "${peer_summaries[@]}"; do
+  peer=$(basename "$file" .csv)
+  peer=${peer#summary-}
+  peer_curves+=", for [n = 1:words(rank_counts)] \"$file\" skip 1 \
+          using 3:(pick(name, word(rank_counts, n) + 0, column(mpi))) \
+          with linespoints lt n dt 3 pt 4 title \"Open MPI $peer np \".word(rank_counts, n)"
+done
 
 # A barrier has no size (its rows say 0) and no bandwidth: not plotted
 # against size; its medians are in the summary.
@@ -48,7 +61,7 @@ both = 'for [n = 1:words(rank_counts)] "$summary" skip 1 \
           with linespoints lt n dt 1 pt 7 title "libcoll np ".word(rank_counts, n), \
         for [n = 1:words(rank_counts)] "$summary" skip 1 \
           using 3:(pick(name, word(rank_counts, n) + 0, column(mpi))) \
-          with linespoints lt n dt 2 pt 6 title "Open MPI np ".word(rank_counts, n)'
+          with linespoints lt n dt 2 pt 6 title "Open MPI np ".word(rank_counts, n)$peer_curves'
 set multiplot layout words(collectives), 2
 do for [c = 1:words(collectives)] {
   name = word(collectives, c)
