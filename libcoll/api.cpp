@@ -28,9 +28,32 @@
 namespace {
 
 // What a communicator handle names.
+// The last error message of a communicator. Several threads may fail calls
+// on one communicator at once (two entering it together, which is
+// erroneous and refused, both store why): stores are serialized, and each
+// reader gets a copy of its own, valid until its thread's next read.
+class ErrorText {
+ public:
+  ErrorText& operator=(std::string text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    text_ = std::move(text);
+    return *this;
+  }
+  const char* read() const {
+    thread_local std::string copy;
+    std::lock_guard<std::mutex> lock(mutex_);
+    copy = text_;
+    return copy.c_str();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string text_;
+};
+
 struct CommEntry {
   coll::Communicator* impl = nullptr;
-  std::string last_error;
+  ErrorText last_error;
 };
 
 // What a request handle names: an operation the request owns, and the
@@ -119,13 +142,13 @@ std::mutex g_mutex;  // guards init / finalize
 coll::Context* g_context = nullptr;
 std::atomic<bool> g_initialized{false};
 coll_comm_t g_world = COLL_COMM_NULL;
-std::string g_init_error;  // last failure of coll_init / coll_finalize / a handle check
+ErrorText g_init_error;  // last failure of coll_init / coll_finalize / a handle check
 HandleTable<CommEntry> g_comms;
 HandleTable<RequestEntry> g_requests;
 
 // Runs body, turning exceptions into a status and a stored message.
-template <class Body>
-int guarded(std::string& message, Body body) {
+template <class Text, class Body>
+int guarded(Text& message, Body body) {
   try {
     body();
     return COLL_SUCCESS;
@@ -304,7 +327,7 @@ int coll_init_thread(int* /*argc*/, char*** /*argv*/, int required, int* provide
     world->impl = &g_context->world();
     g_world = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(world)));
     if (provided) *provided = required;
-    g_init_error.clear();
+    g_init_error = std::string();
     g_initialized = true;
   });
 }
@@ -850,9 +873,9 @@ const char* coll_strerror(int status) {
 }
 
 const char* coll_comm_last_error(coll_comm_t comm) {
-  if (comm == COLL_COMM_NULL) return g_init_error.c_str();
+  if (comm == COLL_COMM_NULL) return g_init_error.read();
   CommEntry* e = g_initialized ? g_comms.get(comm) : nullptr;
-  return e ? e->last_error.c_str() : g_init_error.c_str();
+  return e ? e->last_error.read() : g_init_error.read();
 }
 
 // Introspection: "" for a handle that names no live communicator.

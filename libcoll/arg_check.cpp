@@ -215,7 +215,7 @@ std::string describe_pair(Coll c, const Finding& f) {
 Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch) {
   const int n = ch.size(), me = ch.rank();
   scratch.mine = signature_of(op, n, me);
-  co_await exchange_bytes(ch, Coll::kAllgather, ring_allgather, &scratch.mine, scratch.all.data(),
+  co_await exchange_bytes(ch, Coll::kAllgather, bruck_allgather, &scratch.mine, scratch.all.data(),
                           sizeof(CallSignature));
   const std::vector<CallSignature>& all = scratch.all;
   std::string mismatch;
@@ -238,7 +238,7 @@ Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch) {
                               got.data(), sizeof(size_t));
     const Finding mine = find_pair(op, all, got, me);
     std::vector<Finding> found(static_cast<size_t>(n));
-    co_await exchange_bytes(ch, Coll::kAllgather, ring_allgather, &mine, found.data(),
+    co_await exchange_bytes(ch, Coll::kAllgather, bruck_allgather, &mine, found.data(),
                             sizeof(Finding));
     for (const Finding& f : found)
       if (f.from >= 0) {

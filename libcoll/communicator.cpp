@@ -357,9 +357,11 @@ Task Communicator::split_body(Channel& ch, int color, int key,
   const int n = ch.size(), me = ch.rank();
   // Colors and keys, then windows: two allgathers over the parent. Every
   // rank takes part in both, COLL_UNDEFINED ones too (they send an empty
-  // window).
+  // window). Bruck's: the blocks are a few bytes, and its ceil(log2 n)
+  // steps beat the ring's n - 1 most where ranks share cores and every
+  // step may wait for a peer to be scheduled.
   auto trade = [&ch](const void* mine, void* all, size_t bytes) {
-    return exchange_bytes(ch, Coll::kAllgather, ring_allgather, mine, all, bytes);
+    return exchange_bytes(ch, Coll::kAllgather, bruck_allgather, mine, all, bytes);
   };
   struct Entry {
     int32_t color, key;

@@ -49,11 +49,10 @@ void WaitPolicy::begin() {
   started_ = false;
   polls_ = 0;
   elapsed_ = {};
-  if (placement_) {
+  yield_ = params_.oversubscribed;
+  if (placement_ && !yield_) {
     const int here = cpu();
     yield_ = here >= 0 && placement_->other_rank_on(here);
-  } else {
-    yield_ = params_.oversubscribed;
   }
 }
 
@@ -63,13 +62,15 @@ void WaitPolicy::observe(Clock::time_point now) {
     started_ = true;
   }
   elapsed_ = now - start_;
-  bool needed;  // a rank of ours may need this CPU
+  // A rank of ours may need this CPU: always when the ranks outnumber the
+  // CPUs (a queued rank's published CPU is where it last ran, not where it
+  // waits to run, so the placement cannot tell), else when the placement
+  // says one last ran here.
+  bool needed = params_.oversubscribed;
   if (placement_) {
     const int here = cpu();
     publish(here);
-    needed = here >= 0 && placement_->other_rank_on(here);
-  } else {
-    needed = params_.oversubscribed;
+    needed = needed || (here >= 0 && placement_->other_rank_on(here));
   }
   yield_ = needed || elapsed_ >= params_.hold;
 }

@@ -16,10 +16,13 @@
 // its quiet latency. Giving up the CPU helps only when a rank of ours is
 // queued on that same CPU: then it must run for the wait to end. So past
 // its first spin_polls polls a wait yields only
+//   - when the ranks of this host outnumber its CPUs (some rank of ours is
+//     then always queued, and where it last ran, which is all a placement
+//     knows, is not where it waits: with the placement alone a rank that
+//     looked alone on its CPU spun out its hold, ~3 ms a call at np 4 on
+//     2 CPUs);
 //   - when another rank of this host last ran on our CPU (RankPlacement:
-//     it is not running, since we are, so it is queued behind us), or,
-//     where nothing is known of where the ranks run (no RankPlacement),
-//     when the ranks of this host outnumber its CPUs;
+//     it is not running, since we are, so it is queued behind us);
 //   - or once the wait has lasted `hold` (1 ms): a peer that late is not
 //     running or busy elsewhere, and spinning on would only take a core
 //     from others (with 1 and 4 busy processes, holds of 50 us to 10 ms
