@@ -11,7 +11,7 @@
 //
 // With the knob, an operation's task first runs an allgather of a
 // fixed-size signature of this rank's arguments over the communicator's
-// channel (ring_allgather, as comm split does), compares, and only then
+// channel (Bruck's allgather, as comm split does), compares, and only then
 // runs the algorithm. Every rank holds the same signatures, so every rank
 // reaches the same verdict: a mismatch fails the call on all of them with
 // COLL_ERR_INVALID_ARG, naming the first rank that differs and both values,
