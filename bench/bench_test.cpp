@@ -231,6 +231,13 @@ TEST(Options, RejectsBadInput) {
 
 TEST(Options, RoundsOnlySideBySide) { EXPECT_EQ(parse({"--rounds", "6"}, true).rounds, 6u); }
 
+TEST(Options, SyncStartAndRotateRootAreOffUnlessAsked) {
+  EXPECT_FALSE(parse({}).sync_start);
+  EXPECT_FALSE(parse({}).rotate_root);
+  EXPECT_TRUE(parse({"--sync-start"}).sync_start);
+  EXPECT_TRUE(parse({"--rotate-root", "-b", "bcast"}, true).rotate_root);
+}
+
 TEST(Options, SyncIsMpiUnlessOwnSideBySide) {
   EXPECT_EQ(parse({}, true).sync, "mpi");
   EXPECT_EQ(parse({"--sync", "own"}, true).sync, "own");

@@ -83,7 +83,8 @@ CollectiveResults measure_collective(const Session& session, const Options& opti
                 info.rounds,
                 options.validate,
                 options.sync == "mpi" ? session.peer() : nullptr,
-                options.sync_start};
+                options.sync_start,
+                options.rotate_root};
     // Before the libraries run, so that their timings stay as they were.
     std::optional<double> memcpy_gbs;
     if (collective == Collective::allreduce) {
@@ -119,6 +120,7 @@ int run_benchmark(const Session& session, int argc, char** argv, const char* pro
   info.full = options->full;
   info.validate = options->validate;
   info.sync_start = options->sync_start;
+  info.rotate_root = options->rotate_root;
   info.rounds = session.side_by_side() ? options->rounds : 1;
   if (session.side_by_side()) info.sync = options->sync;
 

@@ -80,7 +80,7 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
       # Root may run mpirun only with --allow-run-as-root; shared memory
       # only (btl self,vader), the transport libcoll uses on one node.
       mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader "${mca[@]}" \
-        "$bench" -m "$sizes" -T "$datatype" --sync-start --csv "$run.csv" "${extra[@]}" \
+        "$bench" -m "$sizes" -T "$datatype" --sync-start --rotate-root --csv "$run.csv" "${extra[@]}" \
         > "$run.txt" || die "coll_bench_mpi failed at np $np, peer $peer (output in $run.txt)"
     done
   done

@@ -45,6 +45,17 @@ double run_barriers(Contender& contender, const SizeRun& run, size_t iterations)
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The workload of iteration `iteration`: with SizeRun::rotate_root a rooted
+// collective's root moves one rank on per iteration, from the -r root.
+Workload iteration_workload(const SizeRun& run, size_t iteration, int ranks) {
+  Workload workload = run.workload;
+  if (run.rotate_root && takes_root(run.collective) && ranks > 0) {
+    workload.root = static_cast<int>((static_cast<size_t>(workload.root) + iteration) %
+                                     static_cast<size_t>(ranks));
+  }
+  return workload;
+}
+
 // OSU's loop: only the collective is inside the timer; the barrier before it
 // starts every rank together, and filling and checking the buffers stay
 // outside. Returns the seconds spent in the collectives.
@@ -53,15 +64,17 @@ double run_iterations(Contender& contender, const SizeRun& run, size_t iteration
   double seconds = 0;
   for (size_t i = 0; i < iterations; ++i) {
     const size_t iteration = contender.next_iteration++;
+    const Workload workload = iteration_workload(run, iteration, contender.runner->size());
+    const ValueCheck check = contender.check.with_root(workload.root);
     if (run.validate) {
-      contender.check.prepare(run.collective, run.message, iteration);
+      check.prepare(run.collective, run.message, iteration);
     }
     (run.sync ? run.sync : contender.runner)->barrier();
     const auto start = Clock::now();
-    contender.runner->run(run.collective, run.workload, run.message);
+    contender.runner->run(run.collective, workload, run.message);
     const auto stop = Clock::now();
     seconds += std::chrono::duration<double>(stop - start).count();
-    if (run.validate && !contender.check.verify(run.collective, run.message, iteration)) {
+    if (run.validate && !check.verify(run.collective, run.message, iteration)) {
       contender.valid = false;
     }
   }
@@ -116,7 +129,8 @@ void run_windowed(Contender& contender, const SizeRun& run, Runner& agree, doubl
       if (share_cpus && start - now > 20e-6) sched_yield();
       now = clock_seconds();
     }
-    contender.runner->run(run.collective, run.workload, run.message);
+    contender.runner->run(run.collective, iteration_workload(run, i, contender.runner->size()),
+                          run.message);
     finish[i] = late ? kLate : clock_seconds() - start;
   }
 }

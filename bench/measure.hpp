@@ -79,6 +79,10 @@ struct SizeRun {
   // of every runner; null: each runner its own.
   Runner* sync = nullptr;
   bool sync_start = false;  // also the synchronized-start figure
+  // Rooted collectives: iteration i's root is (workload.root + i) mod np,
+  // so that no rank is always the root (its place in the tree decides a
+  // rooted collective's latency).
+  bool rotate_root = false;
 };
 
 // Measures run on every runner and reduces the timings over the ranks with

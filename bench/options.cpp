@@ -75,7 +75,7 @@ std::string names_of(bool (*applies)(Collective)) {
   return names;
 }
 
-enum LongOnly { kCsv = 1000, kJson, kRounds, kSync, kSyncStart };
+enum LongOnly { kCsv = 1000, kJson, kRounds, kSync, kSyncStart, kRotateRoot };
 
 }  // namespace
 
@@ -102,6 +102,7 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
                                         {"rounds", required_argument, nullptr, kRounds},
                                         {"sync", required_argument, nullptr, kSync},
                                         {"sync-start", no_argument, nullptr, kSyncStart},
+                                        {"rotate-root", no_argument, nullptr, kRotateRoot},
                                         {"help", no_argument, nullptr, 'h'},
                                         {nullptr, 0, nullptr, 0}};
   Options options;
@@ -188,6 +189,9 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
       case kSyncStart:
         options.sync_start = true;
         break;
+      case kRotateRoot:
+        options.rotate_root = true;
+        break;
       case 'h':
         options.help = true;
         break;
@@ -257,7 +261,8 @@ std::string usage(const char* program, bool side_by_side) {
       "  --csv FILE     also write the results as CSV\n"
       "  --json FILE    also write the results as JSON\n"
       "  --sync-start   also: each iteration started at one instant agreed on the\n"
-      "                 ranks' clock, the latest rank's finish (SyncMax column)\n";
+      "                 ranks' clock, the latest rank's finish (SyncMax column)\n"
+      "  --rotate-root  rooted collectives: iteration i's root is (ROOT + i) mod np\n";
   if (side_by_side) {
     text +=
         "  --rounds N     alternate the libraries N times per size, ITER "

@@ -30,6 +30,9 @@ struct Options {
   // --sync-start: also time every collective from one agreed start on the
   // ranks' common clock, the maximum over the ranks (measure.hpp).
   bool sync_start = false;
+  // --rotate-root: rooted collectives move their root one rank on per
+  // iteration, starting at -r.
+  bool rotate_root = false;
   bool help = false;
 };
 

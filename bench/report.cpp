@@ -73,7 +73,9 @@ std::vector<Record> flatten(const RunInfo& info, const std::vector<CollectiveRes
             {"np", integer(info.ranks)},
             {"datatype", optional_text(sized, datatype_name(info.workload.datatype))},
             {"op", optional_text(reduces, op_name(info.workload.op))},
-            {"root", rooted ? integer(info.workload.root) : Value(Null{})},
+            {"root", !rooted            ? Value(Null{})
+                     : info.rotate_root ? text("rotating")
+                                        : integer(info.workload.root)},
             {"size_bytes", integer(static_cast<long long>(size.bytes))},
             {"count", integer(static_cast<long long>(size.count))},
             {"iterations", integer(static_cast<long long>(size.iterations))},
@@ -295,7 +297,13 @@ void TablePrinter::print_header() const {
     std::fprintf(out_, ", datatype %s", datatype_name(info_.workload.datatype));
   }
   if (takes_op(collective_)) std::fprintf(out_, ", op %s", op_name(info_.workload.op));
-  if (takes_root(collective_)) std::fprintf(out_, ", root %d", info_.workload.root);
+  if (takes_root(collective_)) {
+    if (info_.rotate_root) {
+      std::fprintf(out_, ", root rotating from %d", info_.workload.root);
+    } else {
+      std::fprintf(out_, ", root %d", info_.workload.root);
+    }
+  }
   if (!alone) {
     std::fprintf(out_, ", %zu alternating rounds", info_.rounds);
     if (info_.sync == "mpi") std::fprintf(out_, ", MPI_Barrier for both");
@@ -364,6 +372,7 @@ void write_json(const std::string& path, const RunInfo& info,
       {"sync", optional_text(!info.sync.empty(), info.sync)},
       {"validate", Value(info.validate)},
       {"sync_start", Value(info.sync_start)},
+      {"rotate_root", Value(info.rotate_root)},
   };
   std::string text = "{\n  \"run\": " + json_object(run, "  ") + ",\n  \"results\": [";
   const std::vector<Record> records = flatten(info, results);

@@ -23,6 +23,7 @@ struct RunInfo {
   bool full = false;
   bool validate = false;
   bool sync_start = false;  // SyncMax columns (measure.hpp)
+  bool rotate_root = false;  // rooted collectives' root moves per iteration
 };
 
 struct CollectiveResults {

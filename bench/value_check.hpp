@@ -33,6 +33,13 @@ class ValueCheck {
  public:
   ValueCheck(const Workload& workload, int rank, int ranks);
 
+  // The same check for another root (a rotating root, measure.hpp).
+  ValueCheck with_root(int root) const {
+    ValueCheck check = *this;
+    check.workload_.root = root;
+    return check;
+  }
+
   // Fills the inputs of this rank for iteration t and poisons the outputs
   // it must receive (not those the collective leaves alone: reduce and
   // gather at the other ranks, exscan at rank 0).
