@@ -917,4 +917,18 @@ int coll_mem_invalidate(void* addr, size_t len) {
   });
 }
 
+int coll_mem_register(void* addr, size_t len) {
+  if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
+  return on_comm(g_world, [&](CommEntry&, coll::Communicator& c) {
+    c.context().cache().register_explicit(addr, len);
+  });
+}
+
+int coll_mem_deregister(void* addr) {
+  if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
+  return on_comm(g_world, [&](CommEntry&, coll::Communicator& c) {
+    c.context().cache().deregister_explicit(addr);
+  });
+}
+
 }  // extern "C"

@@ -199,6 +199,11 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
 }
 
 void Communicator::start(Operation& op) {
+  // A persistent request's buffers were pinned at its init: if one was
+  // freed since, its registration names pages that are not the buffer any
+  // more. Refused before anything is sent (every rank that freed its buffer
+  // sees it; its peers then time out or see it fail).
+  if (op.held_pins > 0) ctx_.cache().check_held(op.pins, op.collective);
   op.seq = calls_++;
   op.active = true;
   op.complete = false;

@@ -129,9 +129,18 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
   // limit (0: derived from RLIMIT_MEMLOCK); a shm or tcp registration is a
   // table entry, and runs out of entries (NO_RESOURCES: evict and retry).
   const size_t max_pinned = t.needs_local_registration() ? 0 : kUnpinnedCacheBytes;
+  std::unique_ptr<MemoryMonitor> monitor;
+  std::string no_monitor = "COLL_REGCACHE_MONITOR=none";
+  if (!config_.regcache) no_monitor = "COLL_REGCACHE=0";
+  if (config_.regcache && config_.regcache_monitor != "none") {
+    monitor = MemoryMonitor::start(&no_monitor);
+    if (!monitor && config_.regcache_monitor == "userfaultfd")
+      fail(COLL_ERR_NO_RESOURCES, "COLL_REGCACHE_MONITOR=userfaultfd: %s", no_monitor.c_str());
+  }
   cache_ = std::make_unique<RegistrationCache>(
       [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
-      [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache);
+      [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache,
+      RegistrationCache::Validation::kAuto, std::move(monitor), config_.regcache_verify);
   // Ranks that outnumber the cores of their host must not spin: the peer a
   // rank waits for may need its core (wait_policy.hpp).
   const bool oversubscribed = host_.local_ranks > host_.local_cpus;
@@ -180,6 +189,21 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
                                 : "waits spin first",
                  thread_level_ == COLL_THREAD_MULTIPLE ? "multiple" : "single/funneled/serialized",
                  config_.async_progress ? ", progress thread" : "");
+  if (config_.debug) {
+    // Said once: what makes reuse safe here, and what caps zero-copy.
+    const bool pins = t.needs_local_registration();
+    const std::string detector =
+        cache_->validation() == RegistrationCache::Validation::kMonitor
+            ? std::string(cache_->monitor_name())
+            : strfmt("%s (no memory monitor: %s)", cache_->monitor_name(), no_monitor.c_str());
+    const std::string limit =
+        pins ? strfmt("user buffers pinned up to %zu bytes at once: the locked-memory limit caps "
+                      "zero-copy (%s)",
+                      cache_->max_pinned_bytes(), describe_memlock_limit().c_str())
+             : std::string("registrations pin nothing on this transport");
+    std::fprintf(stderr, "libcoll: rank %d: registration cache %s, freed memory detected by %s; %s\n",
+                 boot_->rank(), config_.regcache ? "on" : "off", detector.c_str(), limit.c_str());
+  }
 }
 
 Context::~Context() { finalize(); }
@@ -270,6 +294,9 @@ void Context::note_pending(Communicator* comm) {
 }
 
 void Context::progress_transport() {
+  // Ranges the application unmapped are deregistered before any write that
+  // arrives now is applied (tcp applies them in poll): a load when none.
+  cache_->apply_monitor_reports();
   Completion wc[16];
   const int n = transport_->poll(wc, 16);
   for (int i = 0; i < n; ++i) {

@@ -87,6 +87,12 @@ Config load_config() {
   if (!env_string("COLL_ZCOPY_THRESHOLD").empty())
     c.zcopy_threshold = env_bytes("COLL_ZCOPY_THRESHOLD", 0, 0, std::numeric_limits<size_t>::max());
   c.regcache = env_flag("COLL_REGCACHE", true);
+  c.regcache_monitor = env_string("COLL_REGCACHE_MONITOR", "auto");
+  if (c.regcache_monitor != "auto" && c.regcache_monitor != "userfaultfd" &&
+      c.regcache_monitor != "none")
+    fail(COLL_ERR_INVALID_ARG, "COLL_REGCACHE_MONITOR=%s: expected auto, userfaultfd or none",
+         c.regcache_monitor.c_str());
+  c.regcache_verify = env_flag("COLL_REGCACHE_VERIFY");
   c.debug = env_string("COLL_DEBUG", "0") != "0";
   c.async_progress = env_flag("COLL_ASYNC_PROGRESS");
   c.check_args = env_flag("COLL_CHECK_ARGS");

@@ -25,6 +25,11 @@ struct Config {
   // transport's default (Transport::default_zcopy_threshold).
   std::optional<size_t> zcopy_threshold;
   bool regcache = true;  // COLL_REGCACHE=0: register/deregister every call
+  // COLL_REGCACHE_MONITOR: how freed memory is detected (memory_monitor.hpp):
+  // "auto" (userfaultfd where the kernel allows it), "userfaultfd" (fail
+  // coll_init without it), "none" (page frames where readable, else no reuse).
+  std::string regcache_monitor = "auto";
+  bool regcache_verify = false;  // COLL_REGCACHE_VERIFY=1: page frames checked on hits too
   bool debug = false;    // COLL_DEBUG=1: one line per rank at coll_init
   // COLL_ASYNC_PROGRESS=1: a progress thread advances non-blocking
   // operations while the application computes.

@@ -54,19 +54,34 @@ bool RegistrationCache::page_frames_readable() {
 }
 
 RegistrationCache::RegistrationCache(RegisterFn reg, DeregisterFn dereg, size_t max_pinned_bytes,
-                                     bool enabled, Validation validation)
+                                     bool enabled, Validation validation,
+                                     std::unique_ptr<MemoryMonitor> monitor, bool verify)
     : register_(std::move(reg)),
       deregister_(std::move(dereg)),
       max_pinned_bytes_(max_pinned_bytes ? max_pinned_bytes : default_max_pinned_bytes()),
       enabled_(enabled),
       validation_(validation),
+      monitor_(std::move(monitor)),
       page_size_(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
-  if (validation_ == Validation::kAuto || validation_ == Validation::kPageFrames) {
-    validation_ = page_frames_readable() ? Validation::kPageFrames : Validation::kNoReuse;
+  if (validation_ == Validation::kAuto) {
+    validation_ = monitor_ ? Validation::kMonitor : Validation::kPageFrames;
   }
-  if (validation_ == Validation::kPageFrames) {
+  if (validation_ == Validation::kMonitor && !monitor_) validation_ = Validation::kPageFrames;
+  if (validation_ != Validation::kMonitor) monitor_.reset();
+  const bool want_frames =
+      validation_ == Validation::kPageFrames || (validation_ == Validation::kMonitor && verify);
+  if (want_frames && page_frames_readable())
     pagemap_fd_ = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    if (pagemap_fd_ < 0) validation_ = Validation::kNoReuse;
+  if (validation_ == Validation::kPageFrames && pagemap_fd_ < 0) validation_ = Validation::kNoReuse;
+  verify_ = validation_ == Validation::kMonitor && pagemap_fd_ >= 0;
+  switch (validation_) {
+    case Validation::kMonitor:
+      monitor_name_ = verify_ ? "userfaultfd+pagemap" : MemoryMonitor::kName;
+      reports_.reserve(256);
+      break;
+    case Validation::kPageFrames: monitor_name_ = "pagemap"; break;
+    case Validation::kExplicitOnly: monitor_name_ = "explicit"; break;
+    default: monitor_name_ = "none"; break;
   }
 }
 
@@ -75,6 +90,7 @@ RegistrationCache::~RegistrationCache() {
   // not. Deregistration errors cannot be reported from a destructor.
   for (auto& [mr, region] : regions_) deregister_(region->mr);
   if (pagemap_fd_ >= 0) close(pagemap_fd_);
+  // monitor_ goes after this body: closing its fd drops every watch.
 }
 
 namespace {
@@ -92,14 +108,22 @@ const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len, uin
 
   std::lock_guard<std::mutex> lock(mutex_);
   if (enabled_) {
+    apply_monitor_reports_locked();
     if (Region* found = find_containing(begin, end)) {
+      if (found->stale) {
+        fail(COLL_ERR_INVALID_ARG,
+             "the buffer %p (%zu bytes) lies in the range %p registered with "
+             "coll_mem_register, which was unmapped or emptied (free, munmap, madvise) since: "
+             "call coll_mem_deregister before freeing registered memory",
+             addr, len, reinterpret_cast<void*>(found->user_addr));
+      }
       // The whole range, not only the request: the caller may look up any
       // address of the region it gets (Channel::pinned finds the first
       // pinned region that contains a send's source), so a region with
       // some pages replaced since it was registered must not be handed out
       // at all. (A ring allgather sends from recvbuf after a hit on a
       // larger, older range around sendbuf: the NIC read the old pages.)
-      if (pages_unchanged(*found, found->begin, found->end)) {
+      if (found->explicit_range || pages_unchanged(*found, found->begin, found->end)) {
         ++stats_.hits;
         if (found->refcount++ == 0) unlist_unused(found);
         add_owner(found->owners, owner);
@@ -122,6 +146,7 @@ void RegistrationCache::release_owner(uint64_t owner) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Region*> orphaned;
   for (auto& [mr, region] : regions_) {
+    if (region->explicit_range) continue;  // the application's, until coll_mem_deregister
     auto& o = region->owners;
     auto it = std::find(o.begin(), o.end(), owner);
     if (it == o.end()) continue;
@@ -144,6 +169,7 @@ void RegistrationCache::release(const MemoryRegion* mr) {
   }
   Region* region = it->second.get();
   if (--region->refcount > 0) return;
+  if (region->explicit_range) return;  // stays until coll_mem_deregister
   if (!region->cached || validation_ == Validation::kNoReuse) {
     if (region->cached) uncache(region);
     deregister(region);
@@ -159,17 +185,123 @@ void RegistrationCache::invalidate(const void* addr, size_t len) {
   auto begin = reinterpret_cast<uintptr_t>(addr);
   uintptr_t end = begin + std::max<size_t>(len, 1);
   std::lock_guard<std::mutex> lock(mutex_);
+  invalidate_locked(begin, end);
+}
+
+void RegistrationCache::invalidate_locked(uintptr_t begin, uintptr_t end) {
   std::vector<Region*> overlapping;
   for (auto it = by_begin_.lower_bound(begin > longest_cached_ ? begin - longest_cached_ : 0);
        it != by_begin_.end() && it->first < end; ++it) {
     if (it->second->end > begin) overlapping.push_back(it->second);
   }
   for (Region* region : overlapping) {
+    if (region->explicit_range) {
+      // Kept until coll_mem_deregister, as promised; requests inside it fail.
+      region->stale = true;
+      continue;
+    }
     ++stats_.invalidations;
     uncache(region);
-    // In use: the user still holds it; it goes at its last release.
-    if (region->refcount == 0) deregister(region);
+    // In use: the user still holds it (a persistent request: its next start
+    // fails, see check_held); it goes at its last release.
+    if (region->refcount == 0)
+      deregister(region);
+    else
+      region->stale = true;
   }
+}
+
+void RegistrationCache::invalidate_everything_locked() {
+  std::vector<Region*> all;
+  for (auto& [begin, region] : by_begin_) all.push_back(region);
+  for (Region* region : all) invalidate_locked(region->begin, region->end);
+}
+
+void RegistrationCache::apply_monitor_reports_slow() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  apply_monitor_reports_locked();
+}
+
+void RegistrationCache::apply_monitor_reports_locked() {
+  if (!monitor_ || !monitor_->maybe_pending()) return;
+  for (;;) {
+    reports_.clear();
+    const bool complete = monitor_->drain(&reports_);
+    if (!complete) {
+      // Reports were lost (or this is a forked child, where nothing is
+      // watched): nothing cached can be trusted.
+      invalidate_everything_locked();
+      if (monitor_->forked()) enabled_ = false;
+    }
+    for (const MemoryMonitor::Range& r : reports_) invalidate_locked(r.begin, r.end);
+    if (reports_.size() < reports_.capacity()) return;
+  }
+}
+
+void RegistrationCache::check_held(const std::vector<const MemoryRegion*>& held,
+                                   const char* what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  apply_monitor_reports_locked();
+  for (const MemoryRegion* mr : held) {
+    auto it = regions_.find(mr);
+    if (it != regions_.end() && it->second->stale && !it->second->explicit_range) {
+      fail(COLL_ERR_INVALID_ARG,
+           "%s: a buffer of this persistent request (in %p..%p) was unmapped or emptied "
+           "(free, munmap, madvise) after its init: free the request before its buffers",
+           what, reinterpret_cast<void*>(it->second->begin),
+           reinterpret_cast<void*>(it->second->end));
+    }
+  }
+}
+
+void RegistrationCache::register_explicit(const void* addr, size_t len) {
+  if (addr == nullptr || len == 0)
+    fail(COLL_ERR_INVALID_ARG, "coll_mem_register: %s", addr ? "0 bytes" : "NULL address");
+  auto address = reinterpret_cast<uintptr_t>(addr);
+  if (len > UINTPTR_MAX - address)
+    fail(COLL_ERR_INVALID_ARG, "coll_mem_register: %p + %zu bytes wraps around", addr, len);
+  uintptr_t begin = address / page_size_ * page_size_;
+  uintptr_t end = ((address + len - 1) / page_size_ + 1) * page_size_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  apply_monitor_reports_locked();
+  if (explicit_.count(address))
+    fail(COLL_ERR_INVALID_ARG, "coll_mem_register: %p is registered already", addr);
+  // Not bounded by the cache's pinned-bytes budget (the application asked),
+  // but unused cached ranges make room first.
+  make_room(end - begin);
+  MemoryRegion* mr = register_with_retry(begin, end);
+  auto owned = std::make_unique<Region>();
+  Region* region = owned.get();
+  region->begin = begin;
+  region->end = end;
+  region->mr = mr;
+  region->explicit_range = true;
+  region->user_addr = address;
+  ++stats_.registrations;
+  stats_.bytes_pinned += region->bytes();
+  regions_.emplace(mr, std::move(owned));
+  by_begin_.emplace(begin, region);
+  region->cached = true;
+  longest_cached_ = std::max(longest_cached_, region->bytes());
+  if (monitor_) region->watched = monitor_->watch(begin, end);
+  explicit_.emplace(address, region);
+}
+
+void RegistrationCache::deregister_explicit(const void* addr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = explicit_.find(reinterpret_cast<uintptr_t>(addr));
+  if (it == explicit_.end())
+    fail(COLL_ERR_INVALID_ARG, "coll_mem_deregister: %p was not registered with coll_mem_register",
+         addr);
+  Region* region = it->second;
+  if (region->refcount > 0)
+    fail(COLL_ERR_INVALID_ARG,
+         "coll_mem_deregister: %p is in use by %d operation(s) (in flight, or a persistent "
+         "request not yet freed)",
+         addr, region->refcount);
+  explicit_.erase(it);
+  uncache(region);
+  deregister(region);
 }
 
 void RegistrationCache::clear() {
@@ -181,9 +313,12 @@ void RegistrationCache::clear() {
   }
 }
 
-RegcacheStats RegistrationCache::stats() const {
+RegcacheStats RegistrationCache::stats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  apply_monitor_reports_locked();  // counts what was unmapped until now
+  RegcacheStats s = stats_;
+  s.monitor = monitor_name_;
+  return s;
 }
 
 RegistrationCache::Region* RegistrationCache::find_containing(uintptr_t begin,
@@ -223,7 +358,7 @@ std::vector<uint64_t> RegistrationCache::read_page_frames(uintptr_t begin, uintp
 
 bool RegistrationCache::pages_unchanged(const Region& region, uintptr_t begin,
                                         uintptr_t end) const {
-  if (validation_ != Validation::kPageFrames) return true;
+  if (validation_ != Validation::kPageFrames && !verify_) return true;
   std::vector<uint64_t> now = read_page_frames(begin, end);
   size_t first = (begin - region.begin) / page_size_;
   for (size_t i = 0; i < now.size(); ++i) {
@@ -243,12 +378,15 @@ RegistrationCache::Region* RegistrationCache::register_range(uintptr_t begin, ui
   region->mr = mr;
   ++stats_.registrations;
   stats_.bytes_pinned += region->bytes();
-  if (enabled_ && validation_ == Validation::kPageFrames) {
+  if (enabled_ && pagemap_fd_ >= 0) {
     // After registration: the pages are pinned and present now.
     region->page_frames = read_page_frames(begin, end);
   }
   regions_.emplace(mr, std::move(owned));
-  if (enabled_) {
+  // Reused only where a change would be seen: with the monitor, only a range
+  // it watches (the kernel refuses file-backed mappings, for one).
+  if (enabled_ && monitor_) region->watched = monitor_->watch(begin, end);
+  if (enabled_ && (!monitor_ || region->watched)) {
     by_begin_.emplace(begin, region);
     region->cached = true;
     longest_cached_ = std::max(longest_cached_, region->bytes());
@@ -311,6 +449,26 @@ size_t RegistrationCache::evict_all_unused() {
   return freed;
 }
 
+void RegistrationCache::unwatch(Region* region) {
+  // Only the parts no other watched range covers: ranges may overlap.
+  std::vector<std::pair<uintptr_t, uintptr_t>> kept;
+  const uintptr_t from = region->begin > longest_cached_ ? region->begin - longest_cached_ : 0;
+  for (auto it = by_begin_.lower_bound(from); it != by_begin_.end() && it->first < region->end;
+       ++it) {
+    const Region* other = it->second;
+    if (other != region && other->watched && other->end > region->begin)
+      kept.emplace_back(std::max(other->begin, region->begin), std::min(other->end, region->end));
+  }
+  std::sort(kept.begin(), kept.end());
+  uintptr_t at = region->begin;
+  for (auto [b, e] : kept) {
+    if (b > at) monitor_->unwatch(at, b);
+    at = std::max(at, e);
+  }
+  if (at < region->end) monitor_->unwatch(at, region->end);
+  region->watched = false;
+}
+
 void RegistrationCache::uncache(Region* region) {
   if (!region->cached) return;
   auto [first, last] = by_begin_.equal_range(region->begin);
@@ -332,6 +490,7 @@ void RegistrationCache::unlist_unused(Region* region) {
 
 void RegistrationCache::deregister(Region* region) {
   // The caller has uncached it: only the owner map still knows it.
+  if (region->watched) unwatch(region);
   MemoryRegion* mr = region->mr;
   size_t bytes = region->bytes();
   regions_.erase(mr);

@@ -11,7 +11,9 @@
 //    and the registration retried once before the error reaches the caller,
 //    naming `ulimit -l`;
 //  - a range whose memory the application freed or unmapped is never handed
-//    out again (see Validation below).
+//    out again (see Validation below);
+//  - ranges the application registers itself (coll_mem_register) are never
+//    evicted or invalidated until it deregisters them.
 #pragma once
 
 #include <coll/coll.h>
@@ -29,12 +31,13 @@
 #include <vector>
 
 #include "error.hpp"
+#include "memory_monitor.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
 
 // hits, misses, registrations, deregistrations, evictions, invalidations,
-// bytes_pinned: the public struct, so the C API hands it out as it is.
+// bytes_pinned, monitor: the public struct, so the C API hands it out as it is.
 using RegcacheStats = coll_regcache_stats_t;
 
 // "... RLIMIT_MEMLOCK, now 8388608 bytes (soft) / ... raise it with
@@ -70,33 +73,39 @@ class RegistrationCache {
   // physical pages. The old registration still pins the OLD pages, so using it
   // would send or receive through memory the application no longer owns.
   //
-  // Intercepting free/munmap is fragile (glibc's free unmaps through an
-  // internal call no interposer sees; other allocators differ), so the cache
-  // checks the pages themselves: at registration it records the page frame
-  // number (PFN) of every page from /proc/self/pagemap, and a hit is a hit
-  // only if every page of the cached range (not only the request's) still
-  // maps the same frame: the range is handed out, and any address in it may
-  // be used with it. That check is exact, not a heuristic: while
-  // registered, the old frames are pinned and cannot be handed to a new
-  // mapping, so the same PFN means the same memory. Its cost is one pread
-  // of 8 bytes per page of the cached range, small next to moving those
-  // pages (a small request inside a much larger cached range pays for the
-  // whole range). Reading PFNs needs CAP_SYS_ADMIN (the kernel shows 0
-  // otherwise).
+  //  - kMonitor: the memory monitor (memory_monitor.hpp, userfaultfd) reports
+  //    every unmap, move and removal of pages in a cached range; the cache
+  //    drains its reports before every lookup, so a hit costs the same for 4
+  //    KiB and 1 GiB (no per-page work). Ranges the monitor cannot watch
+  //    (file-backed mappings, ...) are not reused.
+  //  - kPageFrames: at registration the cache records the page frame number
+  //    (PFN) of every page from /proc/self/pagemap, and a hit is a hit only if
+  //    every page of the cached range (not only the request's: the range is
+  //    handed out, and any address in it may be used with it) still maps the
+  //    same frame. Exact (pinned frames cannot be handed to a new mapping),
+  //    but it costs one pread of 8 bytes per page of the range on every hit,
+  //    and the kernel shows PFNs only with CAP_SYS_ADMIN. With the monitor it
+  //    is the optional verifier (COLL_REGCACHE_VERIFY=1: both must agree).
+  //  - kNoReuse: neither is available. A range is shared by concurrent users
+  //    but deregistered when its last user releases it.
+  //  - kExplicitOnly: trust the application to call invalidate()
+  //    (coll_mem_invalidate) before it frees registered memory (unit tests).
   enum class Validation {
-    kAuto,          // kPageFrames where PFNs are readable, else kNoReuse
-    kPageFrames,    // compare PFNs on every hit (falls back to kNoReuse
-                    // where PFNs are not readable: see validation())
-    kNoReuse,       // safe without PFNs: a range is shared by concurrent
-                    // users but deregistered when its last user releases it
-    kExplicitOnly,  // trust the application to call invalidate()
-                    // (coll_mem_invalidate) before it frees registered memory
+    kAuto,  // kMonitor with a monitor, else kPageFrames where PFNs are readable, else kNoReuse
+    kMonitor,
+    kPageFrames,  // falls back to kNoReuse where PFNs are not readable
+    kNoReuse,
+    kExplicitOnly,
   };
 
   // max_pinned_bytes 0: derive it from RLIMIT_MEMLOCK (default_max_pinned_bytes).
   // enabled == false: every acquire registers, every last release deregisters.
+  // monitor: reports unmaps (kAuto then means kMonitor); owned from now on.
+  // verify (COLL_REGCACHE_VERIFY=1): with kMonitor, check the page frames on
+  // every hit too, where they are readable.
   RegistrationCache(RegisterFn reg, DeregisterFn dereg, size_t max_pinned_bytes, bool enabled,
-                    Validation validation = Validation::kAuto);
+                    Validation validation = Validation::kAuto,
+                    std::unique_ptr<MemoryMonitor> monitor = nullptr, bool verify = false);
   ~RegistrationCache();  // deregisters everything still registered
   RegistrationCache(const RegistrationCache&) = delete;
   RegistrationCache& operator=(const RegistrationCache&) = delete;
@@ -120,10 +129,41 @@ class RegistrationCache {
   // Deregisters every unused range.
   void clear();
 
-  RegcacheStats stats() const;
+  // Explicit registration (coll_mem_register): [addr, addr + len) stays
+  // registered, and every request inside it hits, until
+  // deregister_explicit(addr); it is never evicted, and an unmap of it
+  // makes later requests inside it fail with COLL_ERR_INVALID_ARG (the
+  // application broke the contract) instead of being silently replaced.
+  // Throws COLL_ERR_INVALID_ARG for a NULL or empty range and for an addr
+  // registered already.
+  void register_explicit(const void* addr, size_t len);
+  // Throws COLL_ERR_INVALID_ARG for an addr that register_explicit did not
+  // get, and for a range a collective is using now (acquired: an operation
+  // in flight, a persistent request).
+  void deregister_explicit(const void* addr);
+
+  // Throws COLL_ERR_INVALID_ARG when one of the held regions (a persistent
+  // request's, acquired at its init) was unmapped or replaced since: its
+  // registration no longer describes the application's buffer. No lookup:
+  // the regions are the caller's. Applies the monitor's reports first.
+  void check_held(const std::vector<const MemoryRegion*>& held, const char* what);
+
+  // Applies what the monitor reported, if anything (a load or two when
+  // nothing): the progress loop calls it before it polls the transport, so
+  // that a range the application unmapped is deregistered before a late
+  // write aimed at it is applied (tcp applies writes in poll).
+  void apply_monitor_reports() {
+    if (monitor_ && monitor_->maybe_pending()) apply_monitor_reports_slow();
+  }
+
+  RegcacheStats stats();
   size_t max_pinned_bytes() const { return max_pinned_bytes_; }
   // The mode in force (kAuto resolved).
   Validation validation() const { return validation_; }
+  // How freed memory is detected, for the stats and COLL_DEBUG:
+  // "userfaultfd" (+ "+pagemap" with the verifier), "pagemap", "none"
+  // (no reuse), "explicit" (kExplicitOnly).
+  const char* monitor_name() const { return monitor_name_; }
 
   // From RLIMIT_MEMLOCK, after raising the soft limit to the hard one where
   // allowed: 3/4 of it (the communicator's windows are registered outside the
@@ -139,6 +179,10 @@ class RegistrationCache {
     MemoryRegion* mr = nullptr;
     int refcount = 0;
     bool cached = false;                // findable by acquire(): in by_begin_
+    bool watched = false;               // the monitor watches [begin, end)
+    bool explicit_range = false;        // coll_mem_register; user_addr is its key
+    bool stale = false;                 // unmapped or replaced while held or explicit
+    uintptr_t user_addr = 0;
     std::vector<uint64_t> page_frames;  // kPageFrames: one per page
     bool listed_unused = false;         // in unused_, at lru_position
     std::vector<uint64_t> owners;       // communicators that acquired it
@@ -147,6 +191,11 @@ class RegistrationCache {
   };
 
   Region* find_containing(uintptr_t begin, uintptr_t end) const;
+  void apply_monitor_reports_slow();
+  void apply_monitor_reports_locked();
+  void invalidate_locked(uintptr_t begin, uintptr_t end);
+  void invalidate_everything_locked();
+  void unwatch(Region* region);
   bool pages_unchanged(const Region& region, uintptr_t begin, uintptr_t end) const;
   std::vector<uint64_t> read_page_frames(uintptr_t begin, uintptr_t end) const;
   Region* register_range(uintptr_t begin, uintptr_t end);
@@ -162,6 +211,10 @@ class RegistrationCache {
   size_t max_pinned_bytes_;
   bool enabled_;
   Validation validation_;
+  std::unique_ptr<MemoryMonitor> monitor_;
+  bool verify_ = false;  // kMonitor, and the page frames checked too
+  const char* monitor_name_ = "none";
+  std::vector<MemoryMonitor::Range> reports_;  // reserved: drain() must not allocate
   int pagemap_fd_ = -1;
   size_t page_size_;
 
@@ -171,6 +224,8 @@ class RegistrationCache {
   // The ranges acquire() may hand out, by first address.
   std::multimap<uintptr_t, Region*> by_begin_;
   size_t longest_cached_ = 0;  // bounds the backward search in find_containing
+  // coll_mem_register'ed ranges, by the address the application gave.
+  std::map<uintptr_t, Region*> explicit_;
   // Unused cached ranges, most recently released first.
   std::list<Region*> unused_;
   RegcacheStats stats_{};

@@ -346,19 +346,39 @@ size_t coll_datatype_size(coll_datatype_t datatype); /* 0 if unknown */
 /* Registration cache. User buffers that a transport must register (RDMA),
  * or that receive zero-copy writes, are registered through one cache per
  * process, shared by every communicator (the stats are the process's):
- * registering the same buffer again is a hit. Memory the
- * application frees is detected (its pages changed) and never reused;
- * coll_mem_invalidate() tells the cache explicitly. COLL_REGCACHE=0 turns
- * the cache off (register and deregister on every call). */
+ * registering the same buffer again is a hit, at the same cost for 4 KiB
+ * and 1 GiB. Memory the application frees, unmaps, moves (mremap) or empties
+ * (madvise) is detected without privileges by a memory monitor (userfaultfd,
+ * Linux 5.11+; `monitor` names the one in use: "userfaultfd", or "pagemap"
+ * where only page frame numbers can tell (CAP_SYS_ADMIN), or "none": then
+ * nothing is reused) and never used again; a registration is dropped before
+ * its pages can serve anything else. COLL_REGCACHE=0 turns the cache off
+ * (register and deregister on every call); COLL_REGCACHE_MONITOR=none
+ * turns the monitor off; COLL_REGCACHE_VERIFY=1 checks page frames on every
+ * hit too, where they are readable. */
 typedef struct {
   uint64_t hits, misses, registrations, deregistrations, evictions,
       invalidations, bytes_pinned;
+  const char *monitor; /* static string: "userfaultfd", "pagemap", "none", ... */
 } coll_regcache_stats_t;
 
 int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t *stats);
 /* The application is about to free or reuse [addr, addr + len): drop every
- * registration of it, on every communicator. */
+ * registration of it, on every communicator. (Not needed with a monitor.) */
 int coll_mem_invalidate(void *addr, size_t len);
+/* Explicit registration, for applications that want no guessing (as NCCL's
+ * ncclCommRegister): [addr, addr + len) is registered now, process-wide,
+ * and every collective on memory inside it uses that registration; it is
+ * never evicted or invalidated until coll_mem_deregister(addr). Freeing it
+ * before that is an error of the application: collectives on memory inside
+ * it then fail with COLL_ERR_INVALID_ARG. Errors: COLL_ERR_INVALID_ARG
+ * (NULL, 0 bytes, addr registered already), COLL_ERR_NO_RESOURCES (the
+ * locked-memory limit: the message names `ulimit -l`). */
+int coll_mem_register(void *addr, size_t len);
+/* addr as given to coll_mem_register. COLL_ERR_INVALID_ARG for an address
+ * not registered, or a range a collective is using (an operation in flight,
+ * a persistent request not yet freed). */
+int coll_mem_deregister(void *addr);
 
 #ifdef __cplusplus
 }
