@@ -2,9 +2,14 @@
 #include "regcache.hpp"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -471,6 +476,342 @@ TEST_F(PageFrameValidation, UntouchedNewMemoryIsAMiss) {
   EXPECT_EQ(cache.stats().invalidations, 1u);
   munmap(buffer, bytes);
   munmap(parking, bytes);
+}
+
+
+// The memory monitor (userfaultfd): the cache learns of every unmap, move and
+// removal of a cached range without privileges and without reading a single
+// page frame. Each test replaces a cached buffer in one of the ways
+// applications and allocators do, then asks for the same addresses: a miss,
+// the old registration gone, one invalidation counted.
+class MonitorValidation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    monitor_ = MemoryMonitor::start(&why);
+    if (!monitor_) GTEST_SKIP() << "no memory monitor here: " << why;
+  }
+  std::unique_ptr<RegistrationCache> make_cache(size_t pages = 64 * 1024) {
+    auto cache = std::make_unique<RegistrationCache>(fake.reg(), fake.dereg(), pages * kPage, true,
+                                                     Validation::kAuto, std::move(monitor_));
+    EXPECT_EQ(cache->validation(), Validation::kMonitor);
+    EXPECT_STREQ(cache->stats().monitor, "userfaultfd");
+    return cache;
+  }
+  // Fresh touched memory, at `at` if given. nullptr when `at` is taken
+  // (under ASan its allocator may map there between our munmap and mmap).
+  static char* map(size_t bytes, void* at = nullptr) {
+    auto* p = static_cast<char*>(mmap(at, bytes, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0),
+                                      -1, 0));
+    if (p == MAP_FAILED || (at && p != at)) {
+      if (p != MAP_FAILED) munmap(p, bytes);
+      if (!at) ADD_FAILURE() << "mmap: " << std::strerror(errno);
+      return nullptr;
+    }
+    std::memset(p, 7, bytes);
+    return p;
+  }
+  static void map_again(size_t bytes, void* at) {
+    if (!map(bytes, at)) GTEST_SKIP() << "the address was taken by another mapping";
+  }
+  // acquire + release once; returns the key it got.
+  static uint32_t use(RegistrationCache& cache, const void* p, size_t bytes) {
+    const MemoryRegion* mr = cache.acquire(p, bytes);
+    const uint32_t key = mr->rkey;
+    cache.release(mr);
+    return key;
+  }
+  FakeRegistrar fake;
+  std::unique_ptr<MemoryMonitor> monitor_;
+};
+
+TEST_F(MonitorValidation, RepeatedUseHitsWithoutPerPageWork) {
+  auto cache = make_cache();
+  const size_t bytes = 256 * kPage;
+  char* p = map(bytes);
+  use(*cache, p, bytes);
+  for (int i = 1; i < 1000; ++i) use(*cache, p + (i % 7) * kPage, bytes - 7 * kPage);
+  EXPECT_EQ(cache->stats().registrations, 1u);
+  EXPECT_EQ(cache->stats().hits, 999u);
+  munmap(p, bytes);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  EXPECT_EQ(fake.live.size(), 0u);  // unused: deregistered as soon as it was seen
+}
+
+TEST_F(MonitorValidation, MunmapThenMmapAtTheSameAddress) {
+  auto cache = make_cache();
+  const size_t bytes = 16 * kPage;
+  char* p = map(bytes);
+  const uint32_t old_key = use(*cache, p, bytes);
+  ASSERT_EQ(munmap(p, bytes), 0);
+  map_again(bytes, p);
+  EXPECT_NE(use(*cache, p + kPage, kPage), old_key);
+  EXPECT_FALSE(fake.is_live(old_key));
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  EXPECT_EQ(cache->stats().hits, 0u);
+  munmap(p, bytes);
+}
+
+TEST_F(MonitorValidation, MapFixedOverACachedRange) {
+  auto cache = make_cache();
+  const size_t bytes = 8 * kPage;
+  char* p = map(bytes);
+  const uint32_t old_key = use(*cache, p, bytes);
+  ASSERT_EQ(mmap(p + 2 * kPage, kPage, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            p + 2 * kPage);
+  EXPECT_NE(use(*cache, p, bytes), old_key);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  munmap(p, bytes);
+}
+
+TEST_F(MonitorValidation, MadviseDontneedAndFree) {
+  auto cache = make_cache();
+  const size_t bytes = 8 * kPage;
+  char* p = map(bytes);
+  for (int advice : {MADV_DONTNEED, MADV_FREE}) {
+    const uint32_t old_key = use(*cache, p, bytes);
+    ASSERT_EQ(madvise(p + 3 * kPage, kPage, advice), 0);
+    EXPECT_NE(use(*cache, p, kPage), old_key) << "advice " << advice;
+    EXPECT_FALSE(fake.is_live(old_key));
+  }
+  EXPECT_EQ(cache->stats().invalidations, 2u);
+  munmap(p, bytes);
+}
+
+TEST_F(MonitorValidation, MremapThatMoves) {
+  auto cache = make_cache();
+  const size_t bytes = 4 * kPage;
+  char* p = map(bytes);
+  void* parking = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(parking, MAP_FAILED);
+  const uint32_t old_key = use(*cache, p, bytes);
+  ASSERT_EQ(mremap(p, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, parking), parking);
+  map_again(bytes, p);
+  EXPECT_NE(use(*cache, p, bytes), old_key);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  munmap(p, bytes);
+  munmap(parking, bytes);
+}
+
+// glibc's free() of a large block unmaps it through an internal call that
+// no symbol interposer sees; realloc moves it with mremap.
+TEST_F(MonitorValidation, GlibcFreeAndRealloc) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer's allocator keeps freed blocks (quarantine): glibc's free is not used";
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "the sanitizer's allocator keeps freed blocks (quarantine): glibc's free is not used";
+#endif
+#endif
+  auto cache = make_cache();
+  const size_t bytes = size_t(64) << 20;  // above any mmap threshold glibc adapts to
+  void* a = std::malloc(bytes);
+  ASSERT_NE(a, nullptr);
+  std::memset(a, 1, bytes);
+  use(*cache, a, bytes);
+  std::free(a);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+
+  void* b = std::malloc(bytes);
+  ASSERT_NE(b, nullptr);
+  std::memset(b, 2, bytes);
+  use(*cache, b, bytes);
+  void* c = std::realloc(b, 2 * bytes);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(cache->stats().invalidations, 2u) << (c == b ? "grown in place" : "moved");
+  std::free(c);
+}
+
+TEST_F(MonitorValidation, BrkShrink) {
+  auto cache = make_cache();
+  const size_t bytes = 64 * kPage;
+  // Page-align the break first, then grow it by whole pages.
+  auto* start = static_cast<char*>(sbrk(0));
+  const size_t pad = (kPage - uintptr_t(start) % kPage) % kPage;
+  ASSERT_NE(sbrk(intptr_t(pad + bytes)), reinterpret_cast<void*>(-1));
+  char* p = start + pad;
+  std::memset(p, 3, bytes);
+  use(*cache, p, bytes);
+  ASSERT_NE(sbrk(-intptr_t(bytes)), reinterpret_cast<void*>(-1));
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  ASSERT_NE(sbrk(-intptr_t(pad)), reinterpret_cast<void*>(-1));
+}
+
+// SysV shared memory: the kernel refuses to watch it (its VMAs are not
+// shmem's own), so a shmat'ed range is never reused and shmdt cannot leave
+// a stale entry behind.
+TEST_F(MonitorValidation, SysVSharedMemoryIsNotReused) {
+  auto cache = make_cache();
+  const size_t bytes = 16 * kPage;
+  int id = shmget(IPC_PRIVATE, bytes, IPC_CREAT | 0600);
+  if (id < 0) GTEST_SKIP() << "shmget: " << std::strerror(errno);
+  void* p = shmat(id, nullptr, 0);
+  shmctl(id, IPC_RMID, nullptr);
+  ASSERT_NE(p, reinterpret_cast<void*>(-1));
+  std::memset(p, 4, bytes);
+  use(*cache, p, bytes);
+  use(*cache, p, bytes);
+  EXPECT_EQ(cache->stats().hits, 0u);
+  EXPECT_EQ(fake.live.size(), 0u);
+  ASSERT_EQ(shmdt(p), 0);
+}
+
+// The kernel does not watch mappings of regular files: such a range is
+// registered for each use and never reused, rather than trusted blindly.
+TEST_F(MonitorValidation, AnUnwatchableRangeIsNotReused) {
+  auto cache = make_cache();
+  char path[] = "/tmp/coll-regcache-test.XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  const size_t bytes = 4 * kPage;
+  ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  close(fd);
+  use(*cache, p, bytes);
+  use(*cache, p, bytes);
+  EXPECT_EQ(cache->stats().hits, 0u);
+  EXPECT_EQ(cache->stats().registrations, 2u);
+  EXPECT_EQ(fake.live.size(), 0u);
+  munmap(p, bytes);
+}
+
+// Two cached ranges overlap; the first goes (evicted): the pages the second
+// still covers stay watched.
+TEST_F(MonitorValidation, OverlappingRangesKeepTheirWatch) {
+  auto cache = make_cache(12);
+  const size_t bytes = 16 * kPage;
+  char* p = map(bytes);
+  use(*cache, p, 8 * kPage);                        // [0, 8)
+  const uint32_t second = use(*cache, p + 4 * kPage, 8 * kPage);  // [4, 12): evicts [0, 8)
+  EXPECT_EQ(cache->stats().evictions, 1u);
+  ASSERT_EQ(madvise(p + 5 * kPage, kPage, MADV_DONTNEED), 0);
+  EXPECT_NE(use(*cache, p + 4 * kPage, 8 * kPage), second);
+  EXPECT_EQ(cache->stats().invalidations, 1u);
+  munmap(p, bytes);
+}
+
+// Exactness, not luck: the monitor thread reads the event that lets munmap
+// return; the cache must see the range before any later lookup, every time.
+TEST_F(MonitorValidation, NeverAStaleHitAcrossManyReplacements) {
+  auto cache = make_cache();
+  const size_t bytes = 4 * kPage;
+  char* p = map(bytes);
+  int replaced = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t old_key = use(*cache, p, bytes);
+    ASSERT_EQ(munmap(p, bytes), 0);
+    if (!map(bytes, p)) {  // the address was taken: go on elsewhere
+      p = map(bytes);
+      continue;
+    }
+    ++replaced;
+    ASSERT_NE(use(*cache, p, bytes), old_key) << "iteration " << i;
+  }
+  EXPECT_GT(replaced, 1000);
+  EXPECT_EQ(cache->stats().invalidations, uint64_t(2000));
+  munmap(p, bytes);
+}
+
+TEST_F(MonitorValidation, ExplicitRegistration) {
+  auto cache = make_cache();
+  const size_t bytes = 8 * kPage;
+  char* p = map(bytes);
+  cache->register_explicit(p + 100, bytes - 200);
+  const uint64_t registrations = cache->stats().registrations;
+  for (int i = 0; i < 10; ++i) use(*cache, p + 200, 100);
+  EXPECT_EQ(cache->stats().registrations, registrations);
+  EXPECT_EQ(cache->stats().hits, 10u);
+  try {
+    cache->register_explicit(p + 100, kPage);
+    ADD_FAILURE() << "registered twice";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+  }
+  // In use: deregistration refused.
+  const MemoryRegion* held = cache->acquire(p + 300, 10);
+  try {
+    cache->deregister_explicit(p + 100);
+    ADD_FAILURE() << "deregistered while in use";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
+  }
+  cache->release(held);
+  // Never evicted, never silently replaced: freed without deregistering, it
+  // refuses requests.
+  cache->clear();
+  EXPECT_EQ(fake.live.size(), 1u);
+  ASSERT_EQ(madvise(p, bytes, MADV_DONTNEED), 0);
+  try {
+    cache->acquire(p + 200, 100);
+    ADD_FAILURE() << "a freed explicit range was handed out";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(e.what()).find("coll_mem_deregister"), std::string::npos) << e.what();
+  }
+  cache->deregister_explicit(p + 100);
+  EXPECT_EQ(fake.live.size(), 0u);
+  try {
+    cache->deregister_explicit(p + 100);
+    ADD_FAILURE() << "deregistered twice";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+  }
+  munmap(p, bytes);
+}
+
+// A range held across an unmap (a persistent request's): not handed out
+// again, and check_held names it.
+TEST_F(MonitorValidation, HeldRangeUnmappedIsRefusedAtStart) {
+  auto cache = make_cache();
+  const size_t bytes = 4 * kPage;
+  char* p = map(bytes);
+  std::vector<const MemoryRegion*> held{cache->acquire(p, bytes)};
+  cache->check_held(held, "coll_start");
+  ASSERT_EQ(munmap(p, bytes), 0);
+  map_again(bytes, p);
+  try {
+    cache->check_held(held, "coll_start");
+    ADD_FAILURE() << "a replaced buffer passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+  }
+  const uint32_t old_key = held[0]->rkey;
+  EXPECT_NE(use(*cache, p, bytes), old_key);
+  cache->release(held[0]);
+  EXPECT_FALSE(fake.is_live(old_key));
+  munmap(p, bytes);
+}
+
+// After fork() the child's copies are not watched (the kernel drops them)
+// and the monitor thread is not there: the child's cache reuses nothing.
+TEST_F(MonitorValidation, ForkedChildReusesNothing) {
+  auto cache = make_cache();
+  const size_t bytes = 4 * kPage;
+  char* p = map(bytes);
+  const uint32_t key = use(*cache, p, bytes);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Unmapping does not block the child (nothing watches it), and the
+    // cached range is not handed out.
+    munmap(p, bytes);
+    if (!map(bytes, p)) _exit(0);
+    const bool reused = use(*cache, p, bytes) == key;
+    _exit(reused ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The parent still reuses its range.
+  EXPECT_EQ(use(*cache, p, bytes), key);
+  munmap(p, bytes);
 }
 
 }  // namespace
