@@ -80,6 +80,16 @@ void Channel::post(int peer, uint64_t context, const void* src, size_t len,
 void Channel::post_failed(int peer, size_t len) {
   const int err = errno;
   transport_.check_peer(group_[size_t(peer)]);  // a peer that is gone is PEER_LOST, not a transport error
+  if (err == ESTALE) {
+    // The region is registered but closed: the peer's operation that
+    // exposed it is over. In a correct program only an earlier failure
+    // there, or arguments the ranks disagree on, ends it first.
+    fail(COLL_ERR_INVALID_ARG,
+         "rank %d: a %zu-byte write into a buffer of rank %d that is no longer exposed: its "
+         "operation ended first (it failed there, or the ranks disagree on the collective's "
+         "arguments)",
+         rank_, len, peer);
+  }
   fail_errno(COLL_ERR_TRANSPORT, err, "rank %d: %s write of %zu bytes to rank %d%s", rank_,
              transport_.name(), len, peer,
              err == EPERM ? " (zero-copy needs ptrace permission between ranks on shm: "

@@ -46,6 +46,10 @@ class LockedTransport final : public Transport {
     std::lock_guard<std::mutex> l(m_);
     return t_->dereg(mr);
   }
+  void set_writable(MemoryRegion* mr, bool writable) override {
+    std::lock_guard<std::mutex> l(m_);
+    t_->set_writable(mr, writable);
+  }
   int post_write(int peer, uint64_t context, const void* local_addr, size_t length,
                  MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) override {
     std::lock_guard<std::mutex> l(m_);
@@ -141,6 +145,10 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
       [&t](void* addr, size_t len) { return t.reg_write(addr, len); },
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache,
       RegistrationCache::Validation::kAuto, std::move(monitor), config_.regcache_verify);
+  // Exposures last one operation: a cached buffer refuses writes between
+  // the operations that use it (a no-op on RDMA).
+  if (!t.needs_local_registration())
+    cache_->set_writable_fn([&t](MemoryRegion* mr, bool writable) { t.set_writable(mr, writable); });
   // Ranks that outnumber the cores of their host must not spin: the peer a
   // rank waits for may need its core (wait_policy.hpp).
   const bool oversubscribed = host_.local_ranks > host_.local_cpus;

@@ -19,12 +19,14 @@ namespace coll {
 
 namespace {
 
-// Set in the child of every fork (pthread_atfork): the monitors the child
-// inherited have no thread there and the kernel dropped their watches.
-std::atomic<bool> g_in_forked_child{false};
+// Counts the forks this process descends from since its first monitor
+// (pthread_atfork, in the child): a monitor started before the last fork was
+// inherited, has no thread here, and the kernel dropped its watches. A
+// monitor the child starts itself is its own.
+std::atomic<uint64_t> g_forks{0};
 std::once_flag g_atfork_once;
 
-void note_fork_child() { g_in_forked_child.store(true, std::memory_order_relaxed); }
+void note_fork_child() { g_forks.fetch_add(1, std::memory_order_relaxed); }
 
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1  // linux/userfaultfd.h before 5.11
@@ -70,6 +72,7 @@ std::unique_ptr<MemoryMonitor> MemoryMonitor::start(std::string* why_not) {
   }
   std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, note_fork_child); });
   std::unique_ptr<MemoryMonitor> monitor(new MemoryMonitor(fd, stop));
+  monitor->forks_at_start_ = g_forks.load(std::memory_order_relaxed);
   // The thread takes no signal meant for the application: block them all
   // while it is created (it inherits the mask), then restore ours.
   sigset_t all, old;
@@ -87,8 +90,7 @@ std::unique_ptr<MemoryMonitor> MemoryMonitor::start(std::string* why_not) {
 #endif
 }
 
-MemoryMonitor::MemoryMonitor(int uffd, int stop_fd)
-    : uffd_(uffd), stop_fd_(stop_fd), pid_(int(getpid())) {}
+MemoryMonitor::MemoryMonitor(int uffd, int stop_fd) : uffd_(uffd), stop_fd_(stop_fd) {}
 
 MemoryMonitor::~MemoryMonitor() {
   if (thread_.joinable()) {
@@ -108,7 +110,9 @@ MemoryMonitor::~MemoryMonitor() {
   close(stop_fd_);
 }
 
-bool MemoryMonitor::forked() const { return g_in_forked_child.load(std::memory_order_relaxed); }
+bool MemoryMonitor::forked() const {
+  return g_forks.load(std::memory_order_relaxed) != forks_at_start_;
+}
 
 bool MemoryMonitor::watch(uintptr_t begin, uintptr_t end) {
   if (forked() || end <= begin) return false;

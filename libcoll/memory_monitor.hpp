@@ -123,7 +123,7 @@ class MemoryMonitor {
 
   int uffd_;
   int stop_fd_;  // an eventfd: written once, by the destructor
-  int pid_;      // the process that started the monitor
+  uint64_t forks_at_start_ = 0;  // forked() when the count moved since
   std::thread thread_;
 
   std::mutex queue_mutex_;  // never held across a call that can unmap or block

@@ -125,7 +125,10 @@ const MemoryRegion* RegistrationCache::acquire(const void* addr, size_t len, uin
       // larger, older range around sendbuf: the NIC read the old pages.)
       if (found->explicit_range || pages_unchanged(*found, found->begin, found->end)) {
         ++stats_.hits;
-        if (found->refcount++ == 0) unlist_unused(found);
+        if (found->refcount++ == 0) {
+          unlist_unused(found);
+          if (writable_ && !found->explicit_range) writable_(found->mr, true);
+        }
         add_owner(found->owners, owner);
         return found->mr;
       }
@@ -175,6 +178,9 @@ void RegistrationCache::release(const MemoryRegion* mr) {
     deregister(region);
     return;
   }
+  // Cached for the next use, closed until then: a late write aimed at the
+  // exposure of the operation that just ended is refused.
+  if (writable_) writable_(region->mr, false);
   unused_.push_front(region);
   region->lru_position = unused_.begin();
   region->listed_unused = true;
@@ -244,12 +250,13 @@ void RegistrationCache::check_held(const std::vector<const MemoryRegion*>& held,
   apply_monitor_reports_locked();
   for (const MemoryRegion* mr : held) {
     auto it = regions_.find(mr);
-    if (it != regions_.end() && it->second->stale && !it->second->explicit_range) {
+    if (it != regions_.end() && it->second->stale) {
       fail(COLL_ERR_INVALID_ARG,
-           "%s: a buffer of this persistent request (in %p..%p) was unmapped or emptied "
+           "%s: a buffer of this persistent request (in %p..%p%s) was unmapped or emptied "
            "(free, munmap, madvise) after its init: free the request before its buffers",
            what, reinterpret_cast<void*>(it->second->begin),
-           reinterpret_cast<void*>(it->second->end));
+           reinterpret_cast<void*>(it->second->end),
+           it->second->explicit_range ? ", registered with coll_mem_register" : "");
     }
   }
 }

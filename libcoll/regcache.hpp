@@ -64,6 +64,9 @@ class RegistrationCache {
  public:
   using RegisterFn = std::function<MemoryRegion*(void* addr, size_t len)>;  // throws coll::Error
   using DeregisterFn = std::function<int(MemoryRegion*)>;
+  // Closes (false) or reopens (true) a region to peers' writes
+  // (Transport::set_writable).
+  using WritableFn = std::function<void(MemoryRegion*, bool)>;
 
   // How a cached range is known to still describe the application's memory.
   //
@@ -128,6 +131,10 @@ class RegistrationCache {
   void invalidate(const void* addr, size_t len);
   // Deregisters every unused range.
   void clear();
+  // From now on an unused cached range is closed to peers' writes while it
+  // waits for its next use, and reopened by the acquire that hits it: an
+  // exposure is good for the operations that hold the range only.
+  void set_writable_fn(WritableFn fn) { writable_ = std::move(fn); }
 
   // Explicit registration (coll_mem_register): [addr, addr + len) stays
   // registered, and every request inside it hits, until
@@ -208,6 +215,7 @@ class RegistrationCache {
 
   RegisterFn register_;
   DeregisterFn deregister_;
+  WritableFn writable_;  // may be empty
   size_t max_pinned_bytes_;
   bool enabled_;
   Validation validation_;

@@ -50,6 +50,11 @@ class HybridTransport final : public Transport {
     return shm_.transport->reg_write(addr, length);
   }
   int dereg(MemoryRegion* mr) override { return shm_.transport->dereg(mr); }
+  // One table for both paths (the shm half's): closing it there closes it
+  // for the tcp peers too.
+  void set_writable(MemoryRegion* mr, bool writable) override {
+    shm_.transport->set_writable(mr, writable);
+  }
 
   int post_write(int peer, uint64_t context, const void* local_addr, size_t length,
                  MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) override {

@@ -24,16 +24,19 @@ RegionCheck check_region(const RegionEntry* entries, uint32_t rkey, uint64_t rem
   g.kind = __atomic_load_n(&e.kind, __ATOMIC_RELAXED);
   g.addr = __atomic_load_n(&e.addr, __ATOMIC_RELAXED);
   g.length = __atomic_load_n(&e.length, __ATOMIC_RELAXED);
+  const bool closed = e.closed.load(std::memory_order_relaxed) != 0;
   std::atomic_thread_fence(std::memory_order_acquire);
   if (e.rkey.load(std::memory_order_relaxed) != rkey) return RegionCheck::kUnknownRkey;
   if (remote_addr < g.addr || length > g.length || remote_addr - g.addr > g.length - length)
     return RegionCheck::kOutOfRange;
   if (grant) *grant = g;
-  return RegionCheck::kOk;
+  return closed ? RegionCheck::kClosed : RegionCheck::kOk;
 }
 
 bool region_alive(const RegionEntry* entries, uint32_t rkey) {
-  return rkey != 0 && entries[index_of(rkey)].rkey.load(std::memory_order_acquire) == rkey;
+  const RegionEntry& e = entries[index_of(rkey)];
+  return rkey != 0 && e.rkey.load(std::memory_order_acquire) == rkey &&
+         e.closed.load(std::memory_order_acquire) == 0;
 }
 
 RegionTable::RegionTable(RegionEntry* entries, const char* transport_name)
@@ -43,6 +46,8 @@ RegionTable::RegionTable(RegionEntry* entries, const char* transport_name)
     entries_[i].kind = 0;
     entries_[i].addr = 0;
     entries_[i].length = 0;
+    entries_[i].closed.store(0, std::memory_order_relaxed);
+    entries_[i].reserved = 0;
   }
   std::atomic_thread_fence(std::memory_order_release);
 }
@@ -60,6 +65,7 @@ MemoryRegion* RegionTable::add(void* addr, size_t length, RegionKind kind) {
     __atomic_store_n(&e.addr, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(addr)),
                      __ATOMIC_RELAXED);
     __atomic_store_n(&e.length, static_cast<uint64_t>(length), __ATOMIC_RELAXED);
+    e.closed.store(0, std::memory_order_relaxed);
     e.rkey.store(rkey, std::memory_order_release);
     auto mr = std::make_unique<MemoryRegion>();
     mr->addr = addr;
@@ -84,6 +90,15 @@ int RegionTable::remove(MemoryRegion* mr) {
   }
   errno = EINVAL;
   return -1;
+}
+
+void RegionTable::set_open(MemoryRegion* mr, bool open) {
+  if (mr == nullptr) return;
+  const uint32_t idx = index_of(mr->rkey);
+  if (handles_[idx].get() != mr) return;
+  // Release: a writer that sees the region open again also sees everything
+  // the owner did before (it exposes the buffer only after this).
+  entries_[idx].closed.store(open ? 0 : 1, std::memory_order_release);
 }
 
 }  // namespace coll

@@ -12,6 +12,16 @@
 //
 // An rkey is (generation << kRegionIndexBits) | index: a deregistered entry
 // that is reused gets a new generation, so a stale rkey never matches it.
+//
+// A registered region can also be closed (set_open(mr, false)) without being
+// deregistered: writes into it are refused until it is opened again. The
+// registration cache closes a user buffer's region when the last operation
+// using it ends, so an exposure {addr, rkey} is good for the operation that
+// made it only: a late or replayed write aimed at it afterwards is refused,
+// whether the buffer still holds the application's data or was freed and
+// its address reused. (RDMA has no such switch short of memory windows; its
+// registration pins the old pages, so a late write lands there, never in
+// new memory, until the deregistration makes the NIC refuse it.)
 #pragma once
 
 #include <atomic>
@@ -43,6 +53,8 @@ struct RegionEntry {
   uint32_t kind;
   uint64_t addr;  // in the owner's address space
   uint64_t length;
+  std::atomic<uint32_t> closed;  // 1: registered, but refuses writes
+  uint32_t reserved;
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free,
               "region entries are shared between processes");
@@ -55,7 +67,7 @@ struct RegionGrant {
 };
 
 // Why a write was refused (for messages that name the problem).
-enum class RegionCheck { kOk, kUnknownRkey, kOutOfRange };
+enum class RegionCheck { kOk, kUnknownRkey, kOutOfRange, kClosed };
 
 // The writer's check: does `rkey` name a live region of the table at
 // `entries` that covers [remote_addr, remote_addr + length)? Fills *grant
@@ -63,8 +75,9 @@ enum class RegionCheck { kOk, kUnknownRkey, kOutOfRange };
 RegionCheck check_region(const RegionEntry* entries, uint32_t rkey, uint64_t remote_addr,
                          uint64_t length, RegionGrant* grant);
 
-// True while `rkey` still names a live entry (a write that spans several
-// progress calls re-checks before each piece: dereg() may come between).
+// True while `rkey` still names a live, open entry (a write that spans
+// several progress calls re-checks before each piece: dereg() may come
+// between).
 bool region_alive(const RegionEntry* entries, uint32_t rkey);
 
 // Lands a checked write in memory this process maps (its own, or a peer's
@@ -97,6 +110,9 @@ class RegionTable {
   // 0, or -1 with errno EINVAL when mr is not one of ours. After it, the
   // rkey fails every check.
   int remove(MemoryRegion* mr);
+  // Opens or closes mr (see above); a region is open when added. Ignores a
+  // handle that is not one of ours (the caller's bug shows at dereg).
+  void set_open(MemoryRegion* mr, bool open);
 
  private:
   RegionEntry* entries_;

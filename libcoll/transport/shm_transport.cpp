@@ -245,6 +245,7 @@ class ShmTransport final : public Transport {
   }
 
   int dereg(MemoryRegion* mr) override { return table_->remove(mr); }
+  void set_writable(MemoryRegion* mr, bool writable) override { table_->set_open(mr, writable); }
 
   int post_write(int peer, uint64_t context, const void* local_addr,
                  size_t length, MemoryRegion* /*mr: not needed, we copy*/,
@@ -256,8 +257,11 @@ class ShmTransport final : public Transport {
     const Mapping& target = peers_[peer];
     SegmentHeader* h = target.header();
     RegionGrant region;
-    if (check_region(h->regions, rkey, remote_addr, length, &region) != RegionCheck::kOk) {
-      errno = EACCES;  // like IBV_WC_REM_ACCESS_ERR: nothing is written
+    const RegionCheck check = check_region(h->regions, rkey, remote_addr, length, &region);
+    if (check != RegionCheck::kOk) {
+      // Like IBV_WC_REM_ACCESS_ERR: nothing is written. ESTALE: registered,
+      // but closed between the operations that use it (region_table.hpp).
+      errno = check == RegionCheck::kClosed ? ESTALE : EACCES;
       return -1;
     }
     if (region.kind == kRegionInSegment) {

@@ -242,6 +242,9 @@ class TcpTransport final : public Transport {
     }
     return table_->remove(mr);
   }
+  void set_writable(MemoryRegion* mr, bool writable) override {
+    if (table_) table_->set_open(mr, writable);
+  }
 
   int post_write(int peer, uint64_t context, const void* local_addr, size_t length,
                  MemoryRegion* /*mr: not needed, the bytes are sent before return*/, int flags,
@@ -755,8 +758,8 @@ class TcpTransport final : public Transport {
   bool still_registered(int peer) {
     const FrameHeader& h = peers_[size_t(peer)].rx.header;
     if (region_alive(regions_, h.rkey)) return true;
-    refuse_frame(peer, strfmt("rkey 0x%x was deregistered while its write of %llu bytes was "
-                              "arriving",
+    refuse_frame(peer, strfmt("rkey 0x%x was deregistered or closed while its write of %llu "
+                              "bytes was arriving",
                               h.rkey, static_cast<unsigned long long>(h.length)));
     return false;
   }
@@ -771,6 +774,12 @@ class TcpTransport final : public Transport {
         return strfmt(
             "a write of %llu bytes to 0x%llx with rkey 0x%x, which names no registered "
             "region (never registered, or deregistered)",
+            static_cast<unsigned long long>(length), static_cast<unsigned long long>(remote_addr),
+            rkey);
+      case RegionCheck::kClosed:
+        return strfmt(
+            "a write of %llu bytes to 0x%llx with rkey 0x%x, whose exposure is over (the "
+            "operation that exposed that buffer has ended: a late or replayed write)",
             static_cast<unsigned long long>(length), static_cast<unsigned long long>(remote_addr),
             rkey);
       case RegionCheck::kOutOfRange:

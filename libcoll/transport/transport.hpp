@@ -126,8 +126,18 @@ class Transport {
   virtual MemoryRegion* reg_write(void* addr, size_t length) = 0;
   // 0, or -1 with errno. mr is invalid afterwards.
   virtual int dereg(MemoryRegion* mr) = 0;
+  // Closes (false) or reopens (true) mr to peers' writes without
+  // deregistering it: while closed, a write into it fails as one with a
+  // bad rkey would (region_table.hpp). Registrations start open. The
+  // registration cache closes a user buffer's region between the
+  // operations that use it. A no-op where the hardware has no such switch
+  // (RDMA, whose late writes land in the pinned old pages).
+  virtual void set_writable(MemoryRegion* /*mr*/, bool /*writable*/) {}
 
   // rdma_post_write(3). mr may be null when !needs_local_registration().
+  // Refused at post where the backend checks there (shm): -1 with EACCES
+  // for an unknown rkey or a range outside its region, ESTALE for a region
+  // closed by set_writable.
   virtual int post_write(int peer, uint64_t context, const void* local_addr,
                          size_t length, MemoryRegion* mr, int flags,
                          uint64_t remote_addr, uint32_t rkey) = 0;

@@ -24,6 +24,18 @@
 #   regcache-np2   tests/regcache's regcache_mp over rdma: a 4 MiB buffer
 #                  reused registers once, the stale-address test (buffer
 #                  replaced at the same address: invalidation, right results)
+#   regcache-user-np2
+#                  the same as uid 65534 (the memory monitor, no page frames):
+#                  RDMA_SUITE_REGCACHE_ITERS allreduces (default 100) register
+#                  the buffer once
+#   memlock-8m-user-np2, memlock-64k-user-np2
+#                  as uid 65534 under `ulimit -l 8192` (runs) and `ulimit -l
+#                  64` (coll_init fails, naming ulimit -l and the limit)
+#   stale-exposure, stale-exposure-user
+#                  tests/regcache/stale_exposure_test (its rdma case): a write
+#                  aimed at a freed buffer's exposure never lands in new memory
+#   regcache-cost  with RDMA_SUITE_REGCACHE_COST_MAX=BYTES only: bench's
+#                  regcache_cost table (register+deregister vs hit by size)
 #
 # Usage: tests/rdma/run-rdma-suite.sh [BUILD_DIR]     (default: build)
 # Needs root (the VM harness), qemu and, on the first run, Debian's archive
@@ -44,6 +56,8 @@ COLLRUN=$BUILD/libcoll/launcher/collrun
 MP_COLLECTIVES=$BUILD/tests/mp/mp_collectives
 MP_COMM_TEST=$BUILD/tests/mp/mp_comm_test
 REGCACHE_MP=$BUILD/tests/regcache/regcache_mp
+STALE_EXPOSURE_TEST=$BUILD/tests/regcache/stale_exposure_test
+REGCACHE_COST=$BUILD/bench/regcache_cost
 [ -x "$TRANSPORT_TEST" ] || { echo "run-rdma-suite: $TRANSPORT_TEST not built (meson with -Drdma=enabled?)" >&2; exit 2; }
 
 rm -rf "$OUT"; mkdir -p "$OUT"
@@ -51,6 +65,9 @@ GUEST=$OUT/guest-script.sh
 {
   printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nMP_COMM_TEST=%q\nREGCACHE_MP=%q\nLOGS=%q\n' \
     "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$MP_COMM_TEST" "$REGCACHE_MP" "$OUT"
+  printf 'STALE_EXPOSURE_TEST=%q\nREGCACHE_COST=%q\nREGCACHE_ITERS=%q\nREGCACHE_COST_MAX=%q\n' \
+    "$STALE_EXPOSURE_TEST" "$REGCACHE_COST" "${RDMA_SUITE_REGCACHE_ITERS:-100}" \
+    "${RDMA_SUITE_REGCACHE_COST_MAX:-0}"
   if [ "${RDMA_SUITE_FULL:-0}" = 1 ]; then echo "MP_FILTER='*'"; else echo "MP_FILTER='-*Large*'"; fi
   cat <<'EOF'
 set -u
@@ -122,6 +139,47 @@ if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
     -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 \
     -x COLL_ALLREDUCE_ALGO=ring -x REGCACHE_MP_ITERS=20 "$REGCACHE_MP"
   cat "$LOGS/regcache-np2.log"
+  # The same as the user a job runs as (not root: no CAP_SYS_ADMIN, so no
+  # page frames; the memory monitor must do it), the limit raised by root
+  # first as limits.conf does. RDMA_SUITE_REGCACHE_ITERS (default 100):
+  # 4 MiB allreduces on one buffer, which must register it once.
+  as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  step regcache-user-np2 timeout 900 setpriv --reuid=65534 --regid=65534 --clear-groups "$COLLRUN" -np 2 --timeout 840 \
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 \
+    -x COLL_ALLREDUCE_ALGO=ring -x REGCACHE_MP_ITERS=$REGCACHE_ITERS \
+    -x REGCACHE_MP_EXPECT_MONITOR=userfaultfd "$REGCACHE_MP"
+  cat "$LOGS/regcache-user-np2.log"
+  # Locked-memory limits as an unprivileged user: 8 MiB (what this VM's
+  # default is) runs the suite's buffers; 64 KiB cannot even register the
+  # communicator's windows, and coll_init must say so, naming `ulimit -l`.
+  memlock_8m() { (ulimit -l 8192; as_user "$COLLRUN" -np 2 --timeout 540 \
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 \
+    -x COLL_ALLREDUCE_ALGO=ring -x REGCACHE_MP_ITERS=20 "$REGCACHE_MP"); }
+  step memlock-8m-user-np2 timeout 600 memlock_8m
+  memlock_64k() {
+    (ulimit -l 64; as_user "$COLLRUN" -np 2 --timeout 120 \
+      -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 "$REGCACHE_MP") \
+      > "$LOGS/memlock-64k.out" 2>&1; local rc=$?
+    cat "$LOGS/memlock-64k.out"
+    [ $rc != 0 ] && grep -q 'ulimit -l' "$LOGS/memlock-64k.out" && grep -q '65536 bytes' "$LOGS/memlock-64k.out"
+  }
+  step memlock-64k-user-np2 memlock_64k
+fi
+if [ -x "$STALE_EXPOSURE_TEST" ]; then
+  # A write aimed at the exposure of a freed buffer never lands in the new
+  # memory at its address: the NIC refuses it once the monitor's report has
+  # deregistered the range. As root and as a user.
+  ulimit -l unlimited
+  step stale-exposure timeout 300 "$STALE_EXPOSURE_TEST"
+  step stale-exposure-user timeout 300 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$STALE_EXPOSURE_TEST"
+fi
+if [ -x "$REGCACHE_COST" ] && [ "$REGCACHE_COST_MAX" != 0 ]; then
+  # The cost table (not a test): RDMA_SUITE_REGCACHE_COST_MAX=268435456.
+  ulimit -l unlimited
+  step regcache-cost timeout 900 setpriv --reuid=65534 --regid=65534 --clear-groups \
+    env COLL_TRANSPORT=rdma COLL_RDMA_ADDR=$RXE_IP0 "$REGCACHE_COST" "$REGCACHE_COST_MAX" 3
+  cat "$LOGS/regcache-cost.log"
 fi
 echo "SUITE fails=$fails"
 exit $fails
