@@ -1,5 +1,7 @@
 #include "context.hpp"
 
+#include <sys/resource.h>
+
 #include <sched.h>
 #include <time.h>
 
@@ -204,11 +206,17 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
         cache_->validation() == RegistrationCache::Validation::kMonitor
             ? std::string(cache_->monitor_name())
             : strfmt("%s (no memory monitor: %s)", cache_->monitor_name(), no_monitor.c_str());
-    const std::string limit =
-        pins ? strfmt("user buffers pinned up to %zu bytes at once: the locked-memory limit caps "
-                      "zero-copy (%s)",
-                      cache_->max_pinned_bytes(), describe_memlock_limit().c_str())
-             : std::string("registrations pin nothing on this transport");
+    rlimit memlock{};
+    const bool unlimited =
+        getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 && memlock.rlim_cur == RLIM_INFINITY;
+    std::string limit = "registrations pin nothing on this transport";
+    if (pins && unlimited)
+      limit = strfmt("user buffers pinned up to %zu bytes at once (RLIMIT_MEMLOCK unlimited)",
+                     cache_->max_pinned_bytes());
+    else if (pins)
+      limit = strfmt("the locked-memory limit caps zero-copy: user buffers pinned up to %zu "
+                     "bytes at once, calls that need more fail with COLL_ERR_NO_RESOURCES (%s)",
+                     cache_->max_pinned_bytes(), describe_memlock_limit().c_str());
     std::fprintf(stderr, "libcoll: rank %d: registration cache %s, freed memory detected by %s; %s\n",
                  boot_->rank(), config_.regcache ? "on" : "off", detector.c_str(), limit.c_str());
   }

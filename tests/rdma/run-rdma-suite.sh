@@ -155,7 +155,7 @@ if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
   memlock_8m() { (ulimit -l 8192; as_user "$COLLRUN" -np 2 --timeout 540 \
     -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 \
     -x COLL_ALLREDUCE_ALGO=ring -x REGCACHE_MP_ITERS=20 "$REGCACHE_MP"); }
-  step memlock-8m-user-np2 timeout 600 memlock_8m
+  step memlock-8m-user-np2 memlock_8m
   memlock_64k() {
     (ulimit -l 64; as_user "$COLLRUN" -np 2 --timeout 120 \
       -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 "$REGCACHE_MP") \

@@ -12,9 +12,8 @@
 #    AS_USER_MEMLOCK is the limit, in KiB as `ulimit -l` takes it
 #    (default: unlimited).
 #  - run as another user: that is unprivileged already; execs PROGRAM.
-# Exits 77 (meson's "skipped") when setpriv is missing, or when uid 65534
-# cannot execute PROGRAM (a build tree under a directory only root may
-# enter, such as /root).
+# Exits 77 (meson's "skipped") when setpriv is missing. A build tree uid
+# 65534 cannot enter (under /root, say) is run from copies in /tmp.
 set -eu
 
 if [ "$#" -lt 1 ]; then
@@ -45,14 +44,43 @@ else
   ulimit -l "$memlock"
 fi
 
+# A build tree the user cannot reach (a clone under /root, say): run copies
+# instead. Every argument that names a file is copied to a directory the
+# user can read, with the shared libraries of the build tree they load
+# (found by ldd; LD_LIBRARY_PATH points the copies at them).
 if ! as_nobody test -x "$1"; then
-  echo "as_user.sh: uid 65534 cannot execute $1 (is every directory above it" \
-    "searchable by others?): skipped" >&2
-  exit 77
+  stage=$(mktemp -d /tmp/coll-as-user.XXXXXX)
+  chmod 755 "$stage"
+  trap 'rm -rf "$stage"' EXIT
+  n=0
+  for arg in "$@"; do
+    if [ -f "$arg" ]; then
+      n=$((n + 1))
+      mkdir -p "$stage/$n"
+      cp -p "$arg" "$stage/$n/"
+      for lib in $(ldd "$arg" 2>/dev/null | awk '$3 ~ /^\// {print $3}'); do
+        case "$lib" in /usr/* | /lib/* | /lib64/*) ;; *) cp -pL "$lib" "$stage/" ;; esac
+      done
+      arg="$stage/$n/$(basename "$arg")"
+    fi
+    set -- "$@" "$arg"
+    shift
+  done
+  chmod -R a+rX "$stage"
+  export LD_LIBRARY_PATH="$stage${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "as_user.sh: uid 65534 cannot reach the build tree: running copies from $stage" >&2
+  if ! as_nobody test -x "$1"; then
+    echo "as_user.sh: uid 65534 cannot execute $1 even from /tmp: skipped" >&2
+    exit 77
+  fi
 fi
 if ! as_nobody test -w /dev/shm; then
   echo "as_user.sh: uid 65534 cannot write to /dev/shm: skipped" >&2
   exit 77
 fi
 echo "as_user.sh: running as uid 65534, ulimit -l $(as_nobody sh -c 'ulimit -l')" >&2
-exec setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
+if [ -n "${stage:-}" ]; then
+  as_nobody "$@"  # not exec: the trap removes the copies
+else
+  exec setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
+fi
