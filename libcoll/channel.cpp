@@ -73,22 +73,34 @@ void Channel::post(int peer, uint64_t context, const void* src, size_t len,
   if (transport_.post_write(group_[size_t(peer)], context, src, len,
                             const_cast<MemoryRegion*>(mr), flags, remote_addr, rkey) != 0) {
     if (flags & kWriteSignaled) outstanding_.fetch_sub(1, std::memory_order_relaxed);
-    post_failed(peer, len);
+    const RemoteRegion& w = peers_[size_t(peer)];
+    const bool into_window = remote_addr >= w.addr && remote_addr - w.addr < w.length;
+    post_failed(peer, len, !into_window);
   }
 }
 
-void Channel::post_failed(int peer, size_t len) {
+void Channel::post_failed(int peer, size_t len, bool exposed_buffer) {
   const int err = errno;
   transport_.check_peer(group_[size_t(peer)]);  // a peer that is gone is PEER_LOST, not a transport error
-  if (err == ESTALE) {
-    // The region is registered but closed: the peer's operation that
-    // exposed it is over. In a correct program only an earlier failure
-    // there, or arguments the ranks disagree on, ends it first.
+  if (err == ESTALE || (exposed_buffer && err == EACCES)) {
+    // A buffer the peer exposed for this call is closed or deregistered:
+    // the peer's operation that exposed it is over. In a correct program
+    // only an earlier failure there (or its finalize after one), or
+    // arguments the ranks disagree on, ends it first.
     fail(COLL_ERR_INVALID_ARG,
          "rank %d: a %zu-byte write into a buffer of rank %d that is no longer exposed: its "
          "operation ended first (it failed there, or the ranks disagree on the collective's "
          "arguments)",
          rank_, len, peer);
+  }
+  if (!exposed_buffer && err == EACCES) {
+    // Our peer's window refuses writes: it was deregistered, so the peer has
+    // left this communicator (freed it, or finalized) while we still talk
+    // to it.
+    fail(COLL_ERR_PEER_LOST,
+         "rank %d: rank %d has left the communicator (its window is deregistered: it freed the "
+         "communicator or finalized, after a failure there?) while this rank still writes to it",
+         rank_, peer);
   }
   fail_errno(COLL_ERR_TRANSPORT, err, "rank %d: %s write of %zu bytes to rank %d%s", rank_,
              transport_.name(), len, peer,
@@ -215,7 +227,7 @@ void Channel::do_send(int peer, const void* src, size_t len) {
     const RemoteRegion& w = peers_[size_t(peer)];
     if (transport_.post_lines(group_[size_t(peer)], src, len, flag_value(m + 1, len),
                               w.addr + layout_.ready(rank_, k), w.rkey) != 0)
-      post_failed(peer, len);
+      post_failed(peer, len, false);
     sent_[size_t(peer)] = m + 1;
     return;
   }

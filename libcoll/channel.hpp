@@ -222,7 +222,8 @@ class Channel {
   // whoever polls the shared transport can route the completion here.
   uint64_t counted_context() const { return reinterpret_cast<uintptr_t>(this); }
   [[noreturn]] void length_mismatch(int peer, uint64_t got, uint64_t want) const;
-  [[noreturn]] void post_failed(int peer, size_t len);
+  // exposed_buffer: the write aimed at a buffer the peer exposed, not its window.
+  [[noreturn]] void post_failed(int peer, size_t len, bool exposed_buffer);
   const MemoryRegion* local_region(const void* src, size_t len) const;
   const MemoryRegion* pinned(const void* addr, size_t len) const;  // nullptr: not in this call
   const volatile uint64_t* local_word(size_t offset) const;
