@@ -3,7 +3,7 @@
 #   1. meson install --destdir of BUILD_DIR (default build): the files, the
 #      SONAME and the exported symbols (coll_* only), then a C program built
 #      with pkg-config (PKG_CONFIG_PATH and PKG_CONFIG_SYSROOT_DIR into the
-#      destdir) and a CMake project (find_package(libcoll 0.2 REQUIRED),
+#      destdir) and a CMake project (find_package(libcoll 0.3 REQUIRED),
 #      libcoll::libcoll; the CMake package finds its prefix from where it
 #      lies), each run under the destdir's collrun -np 3; man pages.
 #   2. The Debian packages: dpkg-buildpackage -us -uc -b in a copy of the
