@@ -23,11 +23,20 @@
 //     2 CPUs);
 //   - when another rank of this host last ran on our CPU (RankPlacement:
 //     it is not running, since we are, so it is queued behind us);
-//   - or once the wait has lasted `hold` (1 ms): a peer that late is not
-//     running or busy elsewhere, and spinning on would only take a core
-//     from others (with 1 and 4 busy processes, holds of 50 us to 10 ms
-//     measured alike within this VM's noise; 1 ms is a choice among them,
-//     well under the 4 ms a yield beside a busy process can cost);
+//   - or once the wait has lasted `hold` (100 ms): a peer that late is
+//     computing (load imbalance), and a yield is cheap beside such a wait.
+//     It was 1 ms, which small calls never reach; but a large one does
+//     (a 4 MiB bcast takes ~0.2 ms quiet, longer while the busy process has
+//     a core), and each yield then handed the CPU to the busy process for
+//     the rest of its slice: np 2 beside one busy loop, OSU-style averages
+//     of two runs, libcoll / Open MPI tuned in us, bcast 4 MiB 5882 / 268
+//     and 14222 / 245, allreduce 4 MiB 5543 / 1599 and 17734 / 1687 with
+//     a 1 ms hold; 211 / 244, 194 / 282 and 427 / 1164, 1367 / 783
+//     without the hold (`COLL_EXP_HOLD_US`, a one-off knob). A yield
+//     helps only a task queued on our CPU, which for a rank of ours the
+//     two rules above catch: a foreign busy process is the kernel's to
+//     share out, as Open MPI leaves it (it never yields when the ranks fit
+//     the cores);
 // and after `nap_after` (0.5 s) it naps between polls (50 us; timer slack
 // adds about 50 us more, nothing beside a wait that long).
 //
@@ -78,7 +87,7 @@ struct WaitPolicyParams {
   using Duration = std::chrono::nanoseconds;
   uint64_t spin_polls = 64;     // polls that only spin, before anything else
   bool oversubscribed = false;  // this host's ranks outnumber its CPUs
-  Duration hold = std::chrono::milliseconds(1);
+  Duration hold = std::chrono::milliseconds(100);
   Duration nap_after = std::chrono::milliseconds(500);
   Duration nap = std::chrono::microseconds(50);
   // The CPU this thread runs on; null: sched_getcpu(). For tests.
