@@ -1,7 +1,9 @@
 #include "channel.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "error.hpp"
 #include "regcache.hpp"
@@ -39,6 +41,8 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       group_(std::move(group)),
       cache_(cache),
       zcopy_threshold_(zcopy_threshold),
+      pinnable_bytes_(transport.needs_local_registration() ? cache.max_pinned_bytes() / 4
+                                                           : std::numeric_limits<size_t>::max()),
       owner_(owner),
       rank_(rank),
       size_(int(group_.size())),
@@ -132,9 +136,53 @@ const MemoryRegion* Channel::pinned(const void* addr, size_t len) const {
 
 const MemoryRegion* Channel::local_region(const void* src, size_t len) const {
   if (contains(window_mr_, src, len)) return window_mr_;
-  if (const MemoryRegion* mr = pinned(src, len)) return mr;
-  fail(COLL_ERR_INTERNAL, "rank %d: a send from %p (%zu bytes) that is not registered", rank_,
-       src, len);
+  return pinned(src, len);  // nullptr: not registered (bounce it)
+}
+
+Channel::~Channel() {
+  if (bounce_mr_) transport_.dereg(bounce_mr_);
+  std::free(bounce_);
+}
+
+void Channel::drain_completions(int peer) {
+  // Every signaled write so far must complete before the bounce buffer is
+  // reused. RDMA completions need no work from the peer (its NIC acks), so
+  // polling here cannot wait on a rank that waits on us. Completions of
+  // other channels on the shared transport are routed as the progress
+  // engine routes them.
+  for (uint64_t spin = 0; outstanding_.load(std::memory_order_acquire) != 0; ++spin) {
+    Completion wc[16];
+    const int n = transport_.poll(wc, 16);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != 0) {
+        transport_.check_peer(wc[i].peer);
+        fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank_,
+             wc[i].peer, transport_.name());
+      }
+      if (wc[i].context) reinterpret_cast<Channel*>(uintptr_t(wc[i].context))->completed();
+    }
+    if (spin % 4096 == 4095) transport_.check_peer(group_[size_t(peer)]);
+  }
+}
+
+const MemoryRegion* Channel::bounce(const void* src, size_t len, const void** copy) {
+  if (!bounce_mr_) {
+    // Lazily: most jobs never send from an unpinned buffer.
+    bounce_bytes_ = layout_.slot_bytes * size_t(layout_.num_slots);
+    bounce_ = std::aligned_alloc(4096, (bounce_bytes_ + 4095) / 4096 * 4096);
+    if (!bounce_) fail(COLL_ERR_NO_RESOURCES, "channel: no memory for a %zu-byte bounce buffer",
+                       bounce_bytes_);
+    bounce_mr_ = transport_.reg_write(bounce_, bounce_bytes_);
+  }
+  if (len > bounce_bytes_)
+    fail(COLL_ERR_INTERNAL, "channel: a %zu-byte write from unpinned memory (bounce %zu)", len,
+         bounce_bytes_);
+  if (bounce_used_ + len > bounce_bytes_) bounce_used_ = 0;
+  char* at = static_cast<char*>(bounce_) + bounce_used_;
+  bounce_used_ += (len + 63) / 64 * 64;
+  std::memcpy(at, src, len);
+  *copy = at;
+  return bounce_mr_;
 }
 
 void Channel::post_data(int peer, const void* src, size_t len, uint64_t remote_addr,
@@ -148,6 +196,13 @@ void Channel::post_data(int peer, const void* src, size_t len, uint64_t remote_a
   // flush waits for them before its pins are dropped, and release() before a slot we forwarded
   // from can be refilled by its sender.
   const MemoryRegion* mr = local_region(src, len);
+  if (mr == nullptr) {
+    // Not pinned (larger than the locked-memory limit lets a call pin):
+    // copied into the bounce buffer, once every earlier write from it is
+    // done. One drain per buffer's worth of data, not per write.
+    if (bounce_mr_ && bounce_used_ + len > bounce_bytes_) drain_completions(peer);
+    mr = bounce(src, len, &src);
+  }
   post(peer, counted_context(), src, len, mr, kWriteSignaled, remote_addr, rkey);
   if (mr == window_mr_) slot_sources_in_flight_ = true;
 }

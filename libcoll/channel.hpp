@@ -90,6 +90,7 @@ class Channel {
   Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
           std::vector<RemoteRegion> peer_windows, std::vector<int> group, int rank,
           RegistrationCache& cache, size_t zcopy_threshold, uint64_t owner);
+  ~Channel();  // deregisters and frees the bounce buffer, if one was made
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
@@ -100,7 +101,17 @@ class Channel {
   size_t slot_bytes() const { return layout_.slot_bytes; }
   bool needs_local_registration() const { return needs_registration_; }
   // Whether a call moving `bytes` should use the zero-copy messages.
-  bool zero_copy(size_t bytes) const { return zcopy_threshold_ && bytes >= zcopy_threshold_; }
+  // Zero-copy needs the user buffers pinned: on a transport that pins pages
+  // (RDMA) only calls that fit pinnable_bytes() go zero-copy, so that every
+  // rank (with the same locked-memory limit) makes the same choice; larger
+  // ones move through the windows, their sources bounced (post_data).
+  bool zero_copy(size_t bytes) const {
+    return zcopy_threshold_ && bytes >= zcopy_threshold_ && bytes <= pinnable_bytes();
+  }
+  // The largest user buffer a call pins (RDMA): a quarter of the cache's
+  // budget (itself 3/4 of RLIMIT_MEMLOCK), so that a call's buffers and
+  // other communicators' fit together. Unbounded where nothing is pinned.
+  size_t pinnable_bytes() const { return pinnable_bytes_; }
 
   // --- eager messages, through the slots -------------------------------
   // co_await send(peer, src, len): sends len <= slot_bytes() bytes from src
@@ -208,6 +219,8 @@ class Channel {
             int flags, uint64_t remote_addr, uint32_t rkey);
   void post_to_window(int peer, const void* src, size_t len, size_t offset);
   void post_data(int peer, const void* src, size_t len, uint64_t remote_addr, uint32_t rkey);
+  const MemoryRegion* bounce(const void* src, size_t len, const void** copy);
+  void drain_completions(int peer);
   void post_flag(int peer, size_t len_field);
   bool credit_ready(int peer) const;
   bool try_flag(int peer, size_t len_field);
@@ -235,6 +248,14 @@ class Channel {
   std::vector<int> group_;
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
+  size_t pinnable_bytes_;
+  // RDMA sources that are not pinned (larger than pinnable_bytes()) are
+  // copied here, registered, and written from here: slot-sized writes,
+  // reused after every signaled write so far has completed.
+  void* bounce_ = nullptr;
+  size_t bounce_bytes_ = 0;
+  size_t bounce_used_ = 0;
+  MemoryRegion* bounce_mr_ = nullptr;
   uint64_t owner_;  // the communicator's id, as the cache's owner of what we pin
   int rank_;
   int size_;

@@ -179,7 +179,8 @@ void Communicator::prepare(const CollectiveInfo& info, const Algorithm* algo, bo
   try {
     if (channel_->needs_local_registration() || channel_->zero_copy(op.args.bytes)) {
       for (auto [buf, len] : info.buffers(op.args, size()))
-        if (len > 0) op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
+        if (len > 0 && len <= channel_->pinnable_bytes())
+          op.pins.push_back(ctx_.cache().acquire(buf, len, id_));
     }
   } catch (...) {
     release_pins(op);  // and forget it: the caller drops it
@@ -231,9 +232,13 @@ void Communicator::begin(Operation& op) {
   channel_->use_pins(&op.pins);
   // User buffers are pinned where the transport needs it (RDMA); persistent
   // operations hold theirs since their init.
+  // Buffers larger than the locked-memory limit lets a call pin are not:
+  // such a call does not go zero-copy, and its sends are bounced through a
+  // registered buffer (Channel::post_data).
   if (!op.persistent && channel_->needs_local_registration() && op.args.bytes > 0) {
     if (op.info)
-      for (auto [buf, len] : op.info->buffers(op.args, size())) channel_->pin(buf, len);
+      for (auto [buf, len] : op.info->buffers(op.args, size()))
+        if (len <= channel_->pinnable_bytes()) channel_->pin(buf, len);
   }
   op.task = op.algorithm ? op.algorithm->run(*channel_, op.args) : op.body(*channel_);
 }

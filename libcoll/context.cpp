@@ -215,8 +215,10 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
                      cache_->max_pinned_bytes());
     else if (pins)
       limit = strfmt("the locked-memory limit caps zero-copy: user buffers pinned up to %zu "
-                     "bytes at once, calls that need more fail with COLL_ERR_NO_RESOURCES (%s)",
-                     cache_->max_pinned_bytes(), describe_memlock_limit().c_str());
+                     "bytes at once, calls on buffers over %zu bytes go through the windows "
+                     "(%s)",
+                     cache_->max_pinned_bytes(), cache_->max_pinned_bytes() / 4,
+                     describe_memlock_limit().c_str());
     std::fprintf(stderr, "libcoll: rank %d: registration cache %s, freed memory detected by %s; %s\n",
                  boot_->rank(), config_.regcache ? "on" : "off", detector.c_str(), limit.c_str());
   }

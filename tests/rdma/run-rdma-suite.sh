@@ -29,8 +29,10 @@
 #                  RDMA_SUITE_REGCACHE_ITERS allreduces (default 100) register
 #                  the buffer once
 #   memlock-8m-user-np2, memlock-64k-user-np2
-#                  as uid 65534 under `ulimit -l 8192` (runs) and `ulimit -l
-#                  64` (coll_init fails, naming ulimit -l and the limit)
+#                  as uid 65534 under `ulimit -l 8192` (tests/regcache's
+#                  memlock_mp: allreduce/bcast up to 48 MiB exact) and
+#                  `ulimit -l 64` (coll_init fails, naming ulimit -l and the
+#                  limit)
 #   stale-exposure, stale-exposure-user
 #                  tests/regcache/stale_exposure_test (its rdma case): a write
 #                  aimed at a freed buffer's exposure never lands in new memory
@@ -56,6 +58,7 @@ COLLRUN=$BUILD/libcoll/launcher/collrun
 MP_COLLECTIVES=$BUILD/tests/mp/mp_collectives
 MP_COMM_TEST=$BUILD/tests/mp/mp_comm_test
 REGCACHE_MP=$BUILD/tests/regcache/regcache_mp
+MEMLOCK_MP=$BUILD/tests/regcache/memlock_mp
 STALE_EXPOSURE_TEST=$BUILD/tests/regcache/stale_exposure_test
 REGCACHE_COST=$BUILD/bench/regcache_cost
 [ -x "$TRANSPORT_TEST" ] || { echo "run-rdma-suite: $TRANSPORT_TEST not built (meson with -Drdma=enabled?)" >&2; exit 2; }
@@ -65,8 +68,8 @@ GUEST=$OUT/guest-script.sh
 {
   printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nMP_COMM_TEST=%q\nREGCACHE_MP=%q\nLOGS=%q\n' \
     "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$MP_COMM_TEST" "$REGCACHE_MP" "$OUT"
-  printf 'STALE_EXPOSURE_TEST=%q\nREGCACHE_COST=%q\nREGCACHE_ITERS=%q\nREGCACHE_COST_MAX=%q\n' \
-    "$STALE_EXPOSURE_TEST" "$REGCACHE_COST" "${RDMA_SUITE_REGCACHE_ITERS:-100}" \
+  printf 'STALE_EXPOSURE_TEST=%q\nREGCACHE_COST=%q\nREGCACHE_ITERS=%q\nMEMLOCK_MP=%q\nREGCACHE_COST_MAX=%q\n' \
+    "$STALE_EXPOSURE_TEST" "$REGCACHE_COST" "${RDMA_SUITE_REGCACHE_ITERS:-100}" "$MEMLOCK_MP" \
     "${RDMA_SUITE_REGCACHE_COST_MAX:-0}"
   if [ "${RDMA_SUITE_FULL:-0}" = 1 ]; then echo "MP_FILTER='*'"; else echo "MP_FILTER='-*Large*'"; fi
   cat <<'EOF'
@@ -149,12 +152,13 @@ if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
     -x COLL_ALLREDUCE_ALGO=ring -x REGCACHE_MP_ITERS=$REGCACHE_ITERS \
     -x REGCACHE_MP_EXPECT_MONITOR=userfaultfd "$REGCACHE_MP"
   cat "$LOGS/regcache-user-np2.log"
-  # Locked-memory limits as an unprivileged user: 8 MiB (what this VM's
-  # default is) runs the suite's buffers; 64 KiB cannot even register the
-  # communicator's windows, and coll_init must say so, naming `ulimit -l`.
+  # Locked-memory limits as an unprivileged user: under 8 MiB (this VM's
+  # default) allreduce and bcast of up to 48 MiB are exact (calls larger
+  # than the limit lets them pin go through the windows, bounced); 64 KiB
+  # cannot even register the communicator's windows, and coll_init must say
+  # so, naming `ulimit -l` and the limit.
   memlock_8m() { (ulimit -l 8192; as_user "$COLLRUN" -np 2 --timeout 540 \
-    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 \
-    -x COLL_ALLREDUCE_ALGO=ring -x REGCACHE_MP_ITERS=20 "$REGCACHE_MP"); }
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 "$MEMLOCK_MP"); }
   step memlock-8m-user-np2 memlock_8m
   memlock_64k() {
     (ulimit -l 64; as_user "$COLLRUN" -np 2 --timeout 120 \
