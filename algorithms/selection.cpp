@@ -9,6 +9,7 @@
 
 #include "env.hpp"
 #include "error.hpp"
+#include "small_file.hpp"
 
 namespace coll {
 namespace {
@@ -119,12 +120,10 @@ SelectionTable SelectionTable::parse(const std::string& text, const std::string&
 
 SelectionTable SelectionTable::load(const std::string& path) {
   const std::string origin = "COLL_TUNING_FILE=" + path;
-  std::ifstream file(path);
-  if (!file) fail_errno(COLL_ERR_INVALID_ARG, errno, "%s: cannot open", origin.c_str());
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) fail_errno(COLL_ERR_INVALID_ARG, errno, "%s: cannot read", origin.c_str());
-  return parse(text.str(), origin);
+  std::string text;
+  const std::string why = read_small_file(path, kMaxConfigFileBytes, &text);
+  if (!why.empty()) fail(COLL_ERR_INVALID_ARG, "%s: %s", origin.c_str(), why.c_str());
+  return parse(text, origin);
 }
 
 const SelectionRule* SelectionTable::find(Coll c, int nranks, size_t bytes) const {

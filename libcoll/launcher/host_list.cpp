@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "launch_options.hpp"
+#include "small_file.hpp"
 
 namespace collrun {
 namespace {
@@ -151,12 +152,10 @@ std::vector<HostSlots> parse_hostfile(std::string_view contents, const std::stri
 }
 
 std::vector<HostSlots> load_hostfile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw UsageError("--hostfile " + path + ": cannot read the file");
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) throw UsageError("--hostfile " + path + ": error while reading the file");
-  return parse_hostfile(contents.str(), path);
+  std::string contents;
+  const std::string why = coll::read_small_file(path, coll::kMaxConfigFileBytes, &contents);
+  if (!why.empty()) throw UsageError("--hostfile " + path + ": " + why);
+  return parse_hostfile(contents, path);
 }
 
 }  // namespace collrun

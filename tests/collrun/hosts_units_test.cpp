@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,7 +126,28 @@ TEST(Hostfile, LoadsAFileAndSaysWhenItCannot) {
   std::ofstream(path) << "x slots=2\ny\n";
   EXPECT_EQ(describe(load_hostfile(path)), "x:2 y:1 ");
   ::unlink(path);
-  EXPECT_NE(usage_error_of([&] { load_hostfile(path); }).find("cannot read"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { load_hostfile(path); }).find("cannot open"), std::string::npos);
+}
+
+// What a path may name besides a small file: refused at once, never read
+// until memory runs out (/dev/zero) or waited on forever (a FIFO).
+TEST(Hostfile, RefusesWhatIsNotASmallRegularFile) {
+  char dir[] = "/tmp/collrun-hostfile-dir-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/fifo", big = std::string(dir) + "/big";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(big) << std::string((1 << 20) + 1, 'x');
+  EXPECT_NE(usage_error_of([&] { load_hostfile("/dev/zero"); }).find("character device"),
+            std::string::npos);
+  EXPECT_NE(usage_error_of([&] { load_hostfile(fifo); }).find("a FIFO"), std::string::npos);
+  EXPECT_NE(usage_error_of([&] { load_hostfile(dir); }).find("a directory"), std::string::npos);
+  const std::string message = usage_error_of([&] { load_hostfile(big); });
+  EXPECT_NE(message.find("--hostfile " + big + ": is 1048577 bytes, more than the 1048576"),
+            std::string::npos)
+      << message;
+  ::unlink(fifo.c_str());
+  ::unlink(big.c_str());
+  ::rmdir(dir);
 }
 
 std::vector<HostSlots> hosts_of(const std::string& list) { return parse_host_list(list); }

@@ -3,6 +3,7 @@
 // name the file and line, and the algorithm registry's names.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -212,6 +213,33 @@ TEST(Selection, LoadReadsAFileAndNamesItInErrors) {
               std::string::npos)
         << e.what();
   }
+  // Not a small regular file: refused at once, not read until memory runs
+  // out (/dev/zero), waited on forever (a FIFO) or taken as empty (a
+  // directory).
+  char dir[] = "/tmp/coll-tuning-dir-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/fifo", big = std::string(dir) + "/big";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  { std::ofstream(big) << std::string((1 << 20) + 1, '#'); }
+  const std::pair<std::string, std::string> cases[] = {
+      {"/dev/zero", "not a regular file (a character device)"},
+      {fifo, "not a regular file (a FIFO)"},
+      {dir, "not a regular file (a directory)"},
+      {big, "is 1048577 bytes, more than the 1048576"}};
+  for (const auto& [path, why] : cases) {
+    try {
+      SelectionTable::load(path);
+      ADD_FAILURE() << path << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+      EXPECT_NE(std::string(e.what()).find("COLL_TUNING_FILE=" + path + ": " + why),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  unlink(fifo.c_str());
+  unlink(big.c_str());
+  rmdir(dir);
 }
 
 // The only test that touches the process-wide selection: the first call
