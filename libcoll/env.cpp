@@ -21,8 +21,9 @@ double env_double(const char* name, double fallback, double min, double max) {
   return d;
 }
 
-// Accepts a byte count with an optional K/M/G suffix (powers of 1024).
-size_t env_bytes(const char* name, size_t fallback, size_t min, size_t max) {
+// Accepts a byte count with an optional K/M/G suffix (powers of 1024); what
+// names the kind of number in the error ("a byte count", "a count").
+size_t env_number(const char* name, size_t fallback, size_t min, size_t max, const char* what) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
@@ -34,9 +35,16 @@ size_t env_bytes(const char* name, size_t fallback, size_t min, size_t max) {
   else if (*end == 'g' || *end == 'G') shift = 30, ++end;
   if (errno || *end || end == v || (n << shift) >> shift != n ||
       (n << shift) < min || (n << shift) > max)
-    fail(COLL_ERR_INVALID_ARG, "%s=%s: expected a byte count in [%zu, %zu]",
-         name, v, min, max);
+    fail(COLL_ERR_INVALID_ARG, "%s=%s: expected %s in [%zu, %zu]", name, v, what, min, max);
   return static_cast<size_t>(n << shift);
+}
+
+size_t env_bytes(const char* name, size_t fallback, size_t min, size_t max) {
+  return env_number(name, fallback, min, max, "a byte count");
+}
+// Slots, polls: a count (the K/M/G suffixes still work, as powers of 1024).
+size_t env_count(const char* name, size_t fallback, size_t min, size_t max) {
+  return env_number(name, fallback, min, max, "a count");
 }
 
 // 0 or 1; absent or empty -> fallback.
@@ -83,7 +91,7 @@ Config load_config() {
   c.slot_bytes = (c.slot_bytes + 63) & ~size_t{63};
   // Three slots is the least that keeps the ring deadlock-free: a rank may
   // run up to two messages ahead of what it received (algorithms/ring_*).
-  c.num_slots = int(env_bytes("COLL_NUM_SLOTS", size_t(c.num_slots), 3, 16));
+  c.num_slots = int(env_count("COLL_NUM_SLOTS", size_t(c.num_slots), 3, 16));
   if (!env_string("COLL_ZCOPY_THRESHOLD").empty())
     c.zcopy_threshold = env_bytes("COLL_ZCOPY_THRESHOLD", 0, 0, std::numeric_limits<size_t>::max());
   c.regcache = env_flag("COLL_REGCACHE", true);
@@ -99,7 +107,7 @@ Config load_config() {
   if (!env_string("COLL_SHM_ARENA").empty())
     c.shm_arena_bytes = env_bytes("COLL_SHM_ARENA", 0, size_t{1} << 20, size_t{1} << 44);
   if (!env_string("COLL_SPIN_POLLS").empty())
-    c.spin_polls = env_bytes("COLL_SPIN_POLLS", 0, 0, uint64_t(1) << 40);
+    c.spin_polls = env_count("COLL_SPIN_POLLS", 0, 0, uint64_t(1) << 40);
   return c;
 }
 

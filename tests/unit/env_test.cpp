@@ -3,9 +3,11 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "env.hpp"
+#include "error.hpp"
 
 namespace coll {
 namespace {
@@ -32,6 +34,28 @@ TEST(EnvList, SplitsTrimsAndDropsEmptyItems) {
 TEST(EnvList, AbsentIsEmpty) {
   unsetenv("COLL_TEST_LIST");
   EXPECT_TRUE(env_list("COLL_TEST_LIST").empty());
+}
+
+// Each knob's error names the kind of number it wants: slots and polls are
+// counts, not byte counts.
+TEST(Config, KnobErrorsNameTheKindOfNumber) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"COLL_NUM_SLOTS", "expected a count in [3, 16]"},
+      {"COLL_SPIN_POLLS", "expected a count in [0, "},
+      {"COLL_SLOT_SIZE", "expected a byte count in [64, "}};
+  for (const auto& [knob, want] : cases) {
+    setenv(knob, "garbage", 1);
+    try {
+      load_config();
+      ADD_FAILURE() << knob << "=garbage accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
+      EXPECT_NE(std::string(e.what()).find(std::string(knob) + "=garbage: " + want),
+                std::string::npos)
+          << e.what();
+    }
+    unsetenv(knob);
+  }
 }
 
 }  // namespace
