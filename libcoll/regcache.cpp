@@ -276,20 +276,10 @@ void RegistrationCache::register_explicit(const void* addr, size_t len) {
   // Not bounded by the cache's pinned-bytes budget (the application asked),
   // but unused cached ranges make room first.
   make_room(end - begin);
-  MemoryRegion* mr = register_with_retry(begin, end);
-  auto owned = std::make_unique<Region>();
-  Region* region = owned.get();
-  region->begin = begin;
-  region->end = end;
-  region->mr = mr;
+  Region* region = new_region(begin, end);
   region->explicit_range = true;
   region->user_addr = address;
-  ++stats_.registrations;
-  stats_.bytes_pinned += region->bytes();
-  regions_.emplace(mr, std::move(owned));
-  by_begin_.emplace(begin, region);
-  region->cached = true;
-  longest_cached_ = std::max(longest_cached_, region->bytes());
+  cache_region(region);
   if (monitor_) region->watched = monitor_->watch(begin, end);
   explicit_.emplace(address, region);
 }
@@ -375,8 +365,7 @@ bool RegistrationCache::pages_unchanged(const Region& region, uintptr_t begin,
   return true;
 }
 
-RegistrationCache::Region* RegistrationCache::register_range(uintptr_t begin, uintptr_t end) {
-  if (enabled_) make_room(end - begin);
+RegistrationCache::Region* RegistrationCache::new_region(uintptr_t begin, uintptr_t end) {
   MemoryRegion* mr = register_with_retry(begin, end);
   auto owned = std::make_unique<Region>();
   Region* region = owned.get();
@@ -385,19 +374,27 @@ RegistrationCache::Region* RegistrationCache::register_range(uintptr_t begin, ui
   region->mr = mr;
   ++stats_.registrations;
   stats_.bytes_pinned += region->bytes();
+  regions_.emplace(mr, std::move(owned));
+  return region;
+}
+
+void RegistrationCache::cache_region(Region* region) {
+  by_begin_.emplace(region->begin, region);
+  region->cached = true;
+  longest_cached_ = std::max(longest_cached_, region->bytes());
+}
+
+RegistrationCache::Region* RegistrationCache::register_range(uintptr_t begin, uintptr_t end) {
+  if (enabled_) make_room(end - begin);
+  Region* region = new_region(begin, end);
   if (enabled_ && pagemap_fd_ >= 0) {
     // After registration: the pages are pinned and present now.
     region->page_frames = read_page_frames(begin, end);
   }
-  regions_.emplace(mr, std::move(owned));
   // Reused only where a change would be seen: with the monitor, only a range
   // it watches (the kernel refuses file-backed mappings, for one).
   if (enabled_ && monitor_) region->watched = monitor_->watch(begin, end);
-  if (enabled_ && (!monitor_ || region->watched)) {
-    by_begin_.emplace(begin, region);
-    region->cached = true;
-    longest_cached_ = std::max(longest_cached_, region->bytes());
-  }
+  if (enabled_ && (!monitor_ || region->watched)) cache_region(region);
   return region;
 }
 

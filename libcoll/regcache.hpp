@@ -206,6 +206,10 @@ class RegistrationCache {
   bool pages_unchanged(const Region& region, uintptr_t begin, uintptr_t end) const;
   std::vector<uint64_t> read_page_frames(uintptr_t begin, uintptr_t end) const;
   Region* register_range(uintptr_t begin, uintptr_t end);
+  // Registered and owned (regions_, stats), not yet findable.
+  Region* new_region(uintptr_t begin, uintptr_t end);
+  // Findable by acquire() from now on.
+  void cache_region(Region* region);
   MemoryRegion* register_with_retry(uintptr_t begin, uintptr_t end);
   void make_room(size_t bytes);
   size_t evict_all_unused();

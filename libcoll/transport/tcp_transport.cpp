@@ -767,21 +767,18 @@ class TcpTransport final : public Transport {
   // Empty when rkey names a live region of ours that covers the range.
   std::string refuse_write(uint32_t rkey, uint64_t remote_addr, uint64_t length) const {
     RegionGrant grant;
+    const std::string write =
+        strfmt("a write of %llu bytes to 0x%llx with rkey 0x%x",
+               static_cast<unsigned long long>(length),
+               static_cast<unsigned long long>(remote_addr), rkey);
     switch (check_region(regions_, rkey, remote_addr, length, &grant)) {
       case RegionCheck::kOk:
         return "";
       case RegionCheck::kUnknownRkey:
-        return strfmt(
-            "a write of %llu bytes to 0x%llx with rkey 0x%x, which names no registered "
-            "region (never registered, or deregistered)",
-            static_cast<unsigned long long>(length), static_cast<unsigned long long>(remote_addr),
-            rkey);
+        return write + ", which names no registered region (never registered, or deregistered)";
       case RegionCheck::kClosed:
-        return strfmt(
-            "a write of %llu bytes to 0x%llx with rkey 0x%x, whose exposure is over (the "
-            "operation that exposed that buffer has ended: a late or replayed write)",
-            static_cast<unsigned long long>(length), static_cast<unsigned long long>(remote_addr),
-            rkey);
+        return write + ", whose exposure is over (the operation that exposed that buffer has "
+                       "ended: a late or replayed write)";
       case RegionCheck::kOutOfRange:
         return strfmt(
             "a write of %llu bytes to 0x%llx outside its region (rkey 0x%x: %llu bytes "
