@@ -105,6 +105,26 @@ namespace {
 std::atomic<uint64_t> g_contexts{0};
 }  // namespace
 
+// RDMA pins the windows too. Where RLIMIT_MEMLOCK is small (`ulimit -l 64`
+// is a common default) the default slots would not even let coll_init
+// register the world's window: they shrink so that the window and the bounce
+// buffer (Channel::bounce) take at most half the limit, the rest left to
+// user buffers and further communicators. Ranks with the same limit get the
+// same size; ranks whose sizes differ are refused at the window exchange.
+// Never below 1 KiB (then registration fails, naming `ulimit -l`), never
+// above what COLL_SLOT_SIZE's default gives.
+size_t Context::slots_for_memlock(size_t configured, int num_slots, int nranks) {
+  RegistrationCache::default_max_pinned_bytes();  // raises the soft limit to the hard one
+  rlimit limit{};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return configured;
+  const size_t budget = size_t(limit.rlim_cur) / 2;
+  const size_t n = size_t(nranks), slots = size_t(num_slots);
+  const size_t fixed = n * (2 * WindowLayout::kLineBytes +
+                            slots * WindowLayout::kLinesPerSlot * WindowLayout::kLineBytes);
+  const size_t fitting = budget > fixed ? (budget - fixed) / (slots * (n + 1)) / 64 * 64 : 0;
+  return std::min(configured, std::max<size_t>(1024, fitting));
+}
+
 Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thread_level)
     : serial_(++g_contexts),
       config_(config),
@@ -131,6 +151,9 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
   transport_ = make_transport(config_.transport, *boot_, topts, host_.hosts);
   if (locking_) transport_ = std::make_unique<LockedTransport>(std::move(transport_));
   Transport& t = *transport_;
+  if (t.needs_local_registration() && env_string("COLL_SLOT_SIZE").empty())
+    layout.slot_bytes = config_.slot_bytes =
+        slots_for_memlock(config_.slot_bytes, config_.num_slots, boot_->size());
   // Only transports that pin pages (RDMA) are bounded by the locked-memory
   // limit (0: derived from RLIMIT_MEMLOCK); a shm or tcp registration is a
   // table entry, and runs out of entries (NO_RESOURCES: evict and retry).
@@ -181,6 +204,20 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
       fail(COLL_ERR_INTERNAL, "window exchange: rank %zu sent %zu bytes", r, all[r].size());
     std::memcpy(&peers[r], all[r].data(), sizeof(RemoteRegion));
     group[r] = int(r);
+  }
+  // Every rank computes offsets in its peers' windows from its own layout:
+  // the layouts must agree, and the window's size tells.
+  for (size_t r = 0; r < peers.size(); ++r) {
+    if (peers[r].length != mine.length) {
+      t.dereg(w.mr);
+      t.free_window(w.memory, w.bytes);
+      fail(COLL_ERR_INVALID_ARG,
+           "rank %zu's window is %llu bytes, this rank's (%d) %llu: the ranks disagree on "
+           "COLL_SLOT_SIZE or COLL_NUM_SLOTS (or, on RDMA, on the locked-memory limit that "
+           "sizes the slots when COLL_SLOT_SIZE is unset)",
+           r, static_cast<unsigned long long>(peers[r].length), boot_->rank(),
+           static_cast<unsigned long long>(mine.length));
+    }
   }
   world_ = std::make_unique<Communicator>(*this, next_comm_id(), std::move(group), boot_->rank(), w.layout,
                                           w.memory, w.mr, std::move(peers));

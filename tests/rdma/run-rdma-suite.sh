@@ -28,11 +28,11 @@
 #                  the same as uid 65534 (the memory monitor, no page frames):
 #                  RDMA_SUITE_REGCACHE_ITERS allreduces (default 100) register
 #                  the buffer once
-#   memlock-8m-user-np2, memlock-64k-user-np2
-#                  as uid 65534 under `ulimit -l 8192` (tests/regcache's
-#                  memlock_mp: allreduce/bcast up to 48 MiB exact) and
-#                  `ulimit -l 64` (coll_init fails, naming ulimit -l and the
-#                  limit)
+#   memlock-8m-user-np2, memlock-64k-user-np2, memlock-8k-user-np2
+#                  as uid 65534 under `ulimit -l 8192` and `64` (tests/
+#                  regcache's memlock_mp: allreduce/bcast up to 48 MiB exact)
+#                  and `ulimit -l 8` (coll_init fails, naming ulimit -l and
+#                  the limit)
 #   stale-exposure, stale-exposure-user
 #                  tests/regcache/stale_exposure_test (its rdma case): a write
 #                  aimed at a freed buffer's exposure never lands in new memory
@@ -153,21 +153,24 @@ if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
     -x REGCACHE_MP_EXPECT_MONITOR=userfaultfd "$REGCACHE_MP"
   cat "$LOGS/regcache-user-np2.log"
   # Locked-memory limits as an unprivileged user: under 8 MiB (this VM's
-  # default) allreduce and bcast of up to 48 MiB are exact (calls larger
-  # than the limit lets them pin go through the windows, bounced); 64 KiB
-  # cannot even register the communicator's windows, and coll_init must say
-  # so, naming `ulimit -l` and the limit.
+  # default) and 64 KiB allreduce and bcast of up to 48 MiB are exact (calls
+  # larger than the limit lets them pin go through the windows, bounced; at
+  # 64 KiB the slots shrink to fit); 8 KiB cannot register even the smallest
+  # windows, and coll_init must say so, naming `ulimit -l` and the limit.
   memlock_8m() { (ulimit -l 8192; as_user "$COLLRUN" -np 2 --timeout 540 \
     -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 "$MEMLOCK_MP"); }
   step memlock-8m-user-np2 memlock_8m
-  memlock_64k() {
-    (ulimit -l 64; as_user "$COLLRUN" -np 2 --timeout 120 \
-      -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 "$REGCACHE_MP") \
-      > "$LOGS/memlock-64k.out" 2>&1; local rc=$?
-    cat "$LOGS/memlock-64k.out"
-    [ $rc != 0 ] && grep -q 'ulimit -l' "$LOGS/memlock-64k.out" && grep -q '65536 bytes' "$LOGS/memlock-64k.out"
-  }
+  memlock_64k() { (ulimit -l 64; as_user "$COLLRUN" -np 2 --timeout 540 \
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_DEBUG=1 "$MEMLOCK_MP"); }
   step memlock-64k-user-np2 memlock_64k
+  memlock_8k() {
+    (ulimit -l 8; as_user "$COLLRUN" -np 2 --timeout 120 \
+      -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 "$MEMLOCK_MP") \
+      > "$LOGS/memlock-8k.out" 2>&1; local rc=$?
+    cat "$LOGS/memlock-8k.out"
+    [ $rc != 0 ] && grep -q 'ulimit -l' "$LOGS/memlock-8k.out" && grep -q '8192 bytes' "$LOGS/memlock-8k.out"
+  }
+  step memlock-8k-user-np2 memlock_8k
 fi
 if [ -x "$STALE_EXPOSURE_TEST" ]; then
   # A write aimed at the exposure of a freed buffer never lands in the new
