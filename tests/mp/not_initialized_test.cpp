@@ -84,7 +84,8 @@ TEST(NotInitialized, MalformedKnobFailsInit) {
                {"COLL_ALLREDUCE_ALGO", "bogus"},
                {"COLL_NUM_SLOTS", "2"},
                {"COLL_REGCACHE", "yes"},
-               {"COLL_CHECK_ARGS", "2"}};
+               {"COLL_CHECK_ARGS", "2"},
+               {"COLL_REGCACHE_MONITOR", "bogus"}};
   for (const auto& knob : knobs) {
     ASSERT_EQ(setenv(knob.name, knob.value, 1), 0);
     EXPECT_EQ(coll_init(nullptr, nullptr), COLL_ERR_INVALID_ARG) << knob.name;
