@@ -151,17 +151,22 @@ void Channel::drain_completions(int peer) {
   // other channels on the shared transport are routed as the progress
   // engine routes them.
   for (uint64_t spin = 0; outstanding_.load(std::memory_order_acquire) != 0; ++spin) {
-    Completion wc[16];
-    const int n = transport_.poll(wc, 16);
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status != 0) {
-        transport_.check_peer(wc[i].peer);
-        fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank_,
-             wc[i].peer, transport_.name());
-      }
-      if (wc[i].context) reinterpret_cast<Channel*>(uintptr_t(wc[i].context))->completed();
-    }
+    poll_and_route_completions(transport_, transport_.rank());
     if (spin % 4096 == 4095) transport_.check_peer(group_[size_t(peer)]);
+  }
+}
+
+void poll_and_route_completions(Transport& transport, int rank) {
+  Completion wc[16];
+  const int n = transport.poll(wc, 16);
+  for (int i = 0; i < n; ++i) {
+    if (wc[i].status != 0) {
+      transport.check_peer(wc[i].peer);  // throws the transport's own detail
+      fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", rank, wc[i].peer,
+           transport.name());
+    }
+    // A counted write's context word is its channel (counted_context()).
+    if (wc[i].context) reinterpret_cast<Channel*>(uintptr_t(wc[i].context))->completed();
   }
 }
 

@@ -44,6 +44,14 @@
 namespace coll {
 
 class RegistrationCache;
+class Channel;
+
+// One poll of the transport (its progress, too): every completion of a
+// counted write goes to the channel that posted it (the context word names
+// it); an error completion throws, naming the peer (transport rank `rank`
+// reporting). The progress engine calls it, and a channel draining its own
+// writes.
+void poll_and_route_completions(Transport& transport, int rank);
 
 struct WindowLayout {
   static constexpr int kMaxSlots = 16;

@@ -352,16 +352,7 @@ void Context::progress_transport() {
   // Ranges the application unmapped are deregistered before any write that
   // arrives now is applied (tcp applies them in poll): a load when none.
   cache_->apply_monitor_reports();
-  Completion wc[16];
-  const int n = transport_->poll(wc, 16);
-  for (int i = 0; i < n; ++i) {
-    if (wc[i].status != 0) {
-      transport_->check_peer(wc[i].peer);  // throws the transport's own detail
-      fail(wc[i].status, "rank %d: a write to rank %d failed on transport %s", boot_->rank(),
-           wc[i].peer, transport_->name());
-    }
-    if (wc[i].context) reinterpret_cast<Channel*>(uintptr_t(wc[i].context))->completed();
-  }
+  poll_and_route_completions(*transport_, boot_->rank());
 }
 
 // The communicators with queued operations, other than the one a waiter

@@ -203,7 +203,7 @@ void RegistrationCache::invalidate_locked(uintptr_t begin, uintptr_t end) {
   for (Region* region : overlapping) {
     if (region->explicit_range) {
       // Kept until coll_mem_deregister, as promised; requests inside it fail.
-      region->stale = true;
+      mark_stale(region);
       continue;
     }
     ++stats_.invalidations;
@@ -213,7 +213,7 @@ void RegistrationCache::invalidate_locked(uintptr_t begin, uintptr_t end) {
     if (region->refcount == 0)
       deregister(region);
     else
-      region->stale = true;
+      mark_stale(region);
   }
 }
 
@@ -244,8 +244,19 @@ void RegistrationCache::apply_monitor_reports_locked() {
   }
 }
 
+void RegistrationCache::mark_stale(Region* region) {
+  if (region->stale) return;
+  region->stale = true;
+  stale_regions_.fetch_add(1, std::memory_order_release);
+}
+
 void RegistrationCache::check_held(const std::vector<const MemoryRegion*>& held,
                                    const char* what) {
+  // Every coll_start: no lock and no lookup unless some registration is
+  // stale or a report is pending (two loads).
+  if (held.empty() || (stale_regions_.load(std::memory_order_acquire) == 0 &&
+                       !(monitor_ && monitor_->maybe_pending())))
+    return;
   std::lock_guard<std::mutex> lock(mutex_);
   apply_monitor_reports_locked();
   for (const MemoryRegion* mr : held) {
@@ -493,6 +504,7 @@ void RegistrationCache::unlist_unused(Region* region) {
 }
 
 void RegistrationCache::deregister(Region* region) {
+  if (region->stale) stale_regions_.fetch_sub(1, std::memory_order_relaxed);
   // The caller has uncached it: only the owner map still knows it.
   if (region->watched) unwatch(region);
   MemoryRegion* mr = region->mr;

@@ -19,6 +19,7 @@
 #include <coll/coll.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -202,6 +203,7 @@ class RegistrationCache {
   void apply_monitor_reports_locked();
   void invalidate_locked(uintptr_t begin, uintptr_t end);
   void invalidate_everything_locked();
+  void mark_stale(Region* region);
   void unwatch(Region* region);
   bool pages_unchanged(const Region& region, uintptr_t begin, uintptr_t end) const;
   std::vector<uint64_t> read_page_frames(uintptr_t begin, uintptr_t end) const;
@@ -241,6 +243,9 @@ class RegistrationCache {
   // Unused cached ranges, most recently released first.
   std::list<Region*> unused_;
   RegcacheStats stats_{};
+  // Regions marked stale and still registered (held, or explicit): while 0,
+  // check_held has nothing to find.
+  std::atomic<size_t> stale_regions_{0};
 };
 
 }  // namespace coll
