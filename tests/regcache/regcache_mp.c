@@ -173,17 +173,32 @@ static void test_stale(int move_away) {
   check_sum(x, n, 1);
   coll_regcache_stats_t before = stats();
 
+  /* Old pages unmapped: mmap(MAP_FIXED) over x does it in one call (the
+   * monitor gets the UNMAP event munmap gives), with no hole at x that
+   * another thread's mmap could take (ASan's allocator maps small pieces
+   * from its own threads). Moved away: mremap leaves a hole for an instant
+   * (MREMAP_DONTUNMAP, which would not, is refused here); if another
+   * mapping took it, the new memory lies elsewhere, and the checks below
+   * still hold (the monitor reported the move, the new buffer registers). */
   void *old = NULL;
+  int32_t *y = x;
   if (move_away) {
     old = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(old != MAP_FAILED, "mmap");
     CHECK(mremap(x, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, old) == old, "mremap");
+    y = mmap(x, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+             -1, 0);
+    if (y == MAP_FAILED || y != x) {
+      if (y != MAP_FAILED) munmap(y, bytes);
+      fprintf(stderr, "rank %d: the old address was taken by another mapping: new memory elsewhere\n",
+              rank);
+      y = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      CHECK(y != MAP_FAILED, "mmap");
+    }
   } else {
-    CHECK(munmap(x, bytes) == 0, "munmap");
+    y = mmap(x, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    CHECK(y == x, "new mapping at %p, wanted %p: %s", (void *)y, (void *)x, strerror(errno));
   }
-  int32_t *y = mmap(x, bytes, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  CHECK(y == x, "new mapping at %p, wanted %p", (void *)y, (void *)x);
   fill(y, n, 3);
   call(coll_allreduce(COLL_IN_PLACE, y, n, COLL_INT32, COLL_SUM, coll_comm_world()), "allreduce 2");
   check_sum(y, n, 3);
@@ -532,8 +547,8 @@ static void test_explicit_register(void) {
   free(x);
 }
 
-/* A persistent request whose buffer is unmapped after its init, with new
- * memory mapped at the same address: its registration describes pages
+/* A persistent request whose buffer is replaced after its init by new
+ * memory at the same address: its registration describes pages
  * that are gone. coll_start refuses it, before anything is sent, on every
  * rank (each replaces its buffer), and the request can still be freed. */
 static void test_persistent_stale(void) {
@@ -554,10 +569,10 @@ static void test_persistent_stale(void) {
   call(coll_start(req), "coll_start");
   call(coll_wait(&req), "coll_wait");
   check_sum(x, n, 1);
-  CHECK(munmap(x, bytes) == 0, "munmap");
-  int32_t *y = mmap(x, bytes, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  CHECK(y == x, "new mapping at %p, wanted %p", (void *)y, (void *)x);
+  /* In one call (no hole another thread could map into): the old pages are
+   * unmapped, new ones mapped at x. */
+  int32_t *y = mmap(x, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  CHECK(y == x, "new mapping at %p, wanted %p: %s", (void *)y, (void *)x, strerror(errno));
   fill(y, n, 2);
   const int rc = coll_start(req);
   CHECK(rc == COLL_ERR_INVALID_ARG,
