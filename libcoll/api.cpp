@@ -254,7 +254,6 @@ int collective(coll_comm_t comm, coll::Coll c, const coll::Args& args, coll_requ
     req->op = std::make_unique<coll::Operation>();
     coll::Operation& op = *req->op;
     op.comm = &cm;
-    op.complete = true;
     if (cm.make_collective(c, args, persistent, op) && !persistent) {
       std::unique_lock<std::mutex> l(cm.progress_mutex(), std::defer_lock);
       if (ctx.locking()) l.lock();
@@ -277,9 +276,9 @@ int complete_request(coll_request_t* request, bool block, int* flag) {
   if (!r) return bad_handle("not a request handle (freed, from before coll_finalize, or garbage)");
   coll::Operation& op = *r->op;
   // An active operation keeps its communicator from being freed (free
-  // completes it first): op.comm is alive whenever op.active.
+  // completes it first): op.comm is alive while !op.complete.
   int status = guarded(r->last_error, [&] {
-    if (!op.active) return;  // inactive persistent request, or done at start
+    if (op.complete) return;  // inactive persistent request, or done at start
     coll::Context& ctx = op.comm->context();
     if (block)
       ctx.wait(op);
@@ -287,7 +286,7 @@ int complete_request(coll_request_t* request, bool block, int* flag) {
       ctx.test(op);
   });
   if (status) return status;
-  const bool done = !op.active;
+  const bool done = op.complete;
   if (flag) *flag = done;
   if (!done) return COLL_SUCCESS;
   status = op.status;
@@ -832,7 +831,7 @@ int coll_start(coll_request_t request) {
   coll::Operation& op = *r->op;
   if (!op.persistent)
     return bad_handle("coll_start: not a persistent request (made by coll_*_init)");
-  if (op.active) return bad_handle("coll_start: the request is active (wait for it first)");
+  if (!op.complete) return bad_handle("coll_start: the request is active (wait for it first)");
   if (!op.comm) return bad_handle("coll_start: the request's communicator has been freed");
   return on_comm(r->comm, [&](CommEntry&, coll::Communicator& c) {
     EntryGuard guard(c);
@@ -851,7 +850,7 @@ int coll_request_free(coll_request_t* request) {
   coll::Operation& op = *r->op;
   int status = COLL_SUCCESS;
   // An active request is completed first: its buffers are in use.
-  if (op.active) status = guarded(r->last_error, [&] { op.comm->context().wait(op); });
+  if (!op.complete) status = guarded(r->last_error, [&] { op.comm->context().wait(op); });
   if (op.persistent && op.comm) op.comm->release_pins(op);
   g_requests.remove(*request);
   *request = COLL_REQUEST_NULL;

@@ -120,6 +120,16 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
     if (!info.empty(op.args)) info.local(op.args);
     return false;
   }
+  if (!persistent) [[likely]] {
+    // prepare()'s part for a call that pins nothing at init, in line: this
+    // is every blocking call's path.
+    op.comm = this;
+    op.collective = info.name;
+    op.info = &info;
+    op.persistent = false;
+    op.algorithm = algo;
+    return true;
+  }
   prepare(info, trivial ? nullptr : algo, persistent, op);
   if (trivial) {
     // A persistent call that moves nothing still starts and completes.
@@ -170,7 +180,7 @@ void Communicator::prepare(const CollectiveInfo& info, const Algorithm* algo, bo
   op.collective = info.name;
   op.info = &info;
   op.persistent = persistent;
-  op.complete = true;
+  op.complete.store(true, std::memory_order_relaxed);
   // Known to the communicator, which may go first (see persistent_ops_).
   if (persistent) persistent_ops_.push_back(&op);
   op.algorithm = algo;
@@ -195,7 +205,6 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
   op->comm = this;
   op->collective = what;
   op->body = std::move(body);
-  op->complete = true;
   return op;
 }
 
@@ -206,8 +215,7 @@ void Communicator::start(Operation& op) {
   // sees it; its peers then time out or see it fail).
   if (op.held_pins > 0) ctx_.cache().check_held(op.pins, op.collective);
   op.seq = calls_++;
-  op.active = true;
-  op.complete = false;
+  op.complete.store(false, std::memory_order_relaxed);
   op.status = 0;
   op.message.clear();
   op.next = nullptr;
@@ -271,10 +279,17 @@ bool Communicator::advance() {
 // The activation is over: its task goes, its own pins are released (a
 // persistent operation keeps those of its init), its status is set and,
 // last, it is complete: a thread waiting without the progress lock reads
-// complete/active first and then the status (operation.hpp).
+// complete first and then the status (operation.hpp).
 void Communicator::end_activation(Operation& op, int status, const std::string& message) {
   op.next = nullptr;
   op.task = Task();
+  if (op.pins.size() > op.held_pins) release_own_pins(op);
+  op.status = status;
+  if (status) op.message = message;  // start() cleared it
+  op.complete.store(true, std::memory_order_release);
+}
+
+void Communicator::release_own_pins(Operation& op) {
   for (size_t i = op.held_pins; i < op.pins.size(); ++i) {
     try {
       ctx_.cache().release(op.pins[i]);
@@ -283,10 +298,6 @@ void Communicator::end_activation(Operation& op, int status, const std::string& 
     }
   }
   op.pins.resize(op.held_pins);
-  op.status = status;
-  if (status) op.message = message;  // start() cleared it
-  op.complete = true;
-  op.active = false;
 }
 
 void Communicator::finish(Operation& op) {
@@ -294,7 +305,7 @@ void Communicator::finish(Operation& op) {
   if (!head_) tail_ = nullptr;
   channel_->use_pins(nullptr);
   if (!op.task.failed()) {
-    end_activation(op, 0, std::string());
+    end_activation(op, 0, kNoMessage);
     return;
   }
   int status = COLL_ERR_INTERNAL;

@@ -128,6 +128,9 @@ class Communicator {
   void begin(Operation& op);
   void finish(Operation& op);
   void end_activation(Operation& op, int status, const std::string& message);
+  void release_own_pins(Operation& op);
+  // The message of a success (no string built on the hot path).
+  inline static const std::string kNoMessage;
   Blocker* blocked_on(Operation& op);
 
   Context& ctx_;
