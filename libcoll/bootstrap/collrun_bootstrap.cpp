@@ -30,6 +30,7 @@
 #include "bootstrap/collrun_protocol.hpp"
 #include "bootstrap/unique_fd.hpp"
 #include "error.hpp"
+#include "job_secret.hpp"
 
 namespace coll {
 namespace {
@@ -109,6 +110,7 @@ class CollrunConnection {
  public:
   CollrunConnection(std::string address, uint32_t world_size)
       : address_(std::move(address)), world_size_(world_size) {}
+  const std::string& address() const { return address_; }
 
   void connect(const Deadline& deadline) {
     size_t colon = address_.rfind(':');
@@ -179,7 +181,7 @@ class CollrunConnection {
     proto::FrameHeader header = proto::parse_header(header_bytes);
     uint64_t limit = proto::max_payload_bytes(header.type, world_size_);
     if (header.type < static_cast<uint32_t>(MessageType::kHello) ||
-        header.type > static_cast<uint32_t>(MessageType::kFailed) || header.length > limit)
+        header.type > static_cast<uint32_t>(MessageType::kChallenge) || header.length > limit)
       fail(COLL_ERR_INTERNAL,
            "collrun sent a malformed frame (type %u, length %llu, at most "
            "%llu allowed): is %s the address of a collrun of the same "
@@ -262,32 +264,74 @@ class CollrunConnection {
   UniqueFd fd_;
 };
 
+std::string_view as_bytes(const job_secret::Digest& d) {
+  return std::string_view(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
 class CollrunBootstrap final : public Bootstrap {
  public:
-  CollrunBootstrap(std::string address, int rank, int size, std::string job_id)
+  CollrunBootstrap(std::string address, int rank, int size, std::string job_id, std::string secret)
       : connection_(std::move(address), static_cast<uint32_t>(size)),
         rank_(rank),
         size_(size),
         job_id_(std::move(job_id)),
+        secret_(std::move(secret)),
         epoch_(bootstrap_epoch.fetch_add(1)) {}
 
+  // collrun speaks first (its nonce); the hello proves the job secret over
+  // it, and the welcome proves it back over ours (collrun_protocol.hpp).
   void join(double timeout_s) {
     Deadline deadline(timeout_s);
     connection_.connect(deadline);
+    std::optional<Frame> challenge = connection_.receive(deadline);
+    if (!challenge)
+      fail(COLL_ERR_TIMEOUT, "collrun did not send rank %d its challenge within %g s", rank_,
+           timeout_s);
+    std::string_view nonce;
+    {
+      proto::PayloadReader reader(challenge->payload);
+      if (challenge->type != static_cast<uint32_t>(MessageType::kChallenge) ||
+          !reader.get_bytes(nonce, proto::kNonceBytes) || nonce.size() != proto::kNonceBytes ||
+          !reader.done())
+        fail_protocol(*challenge, "its challenge (a collrun of another libcoll version?)");
+    }
+    const std::string rank_nonce = job_secret::random_bytes(proto::kNonceBytes);
+    const uint64_t pid = static_cast<uint64_t>(::getpid());
+    const std::string statement =
+        proto::hello_statement(proto::kVersion, static_cast<uint32_t>(rank_),
+                               static_cast<uint32_t>(size_), epoch_, pid, job_id_, rank_nonce);
+    const job_secret::Digest proof =
+        job_secret::prove(secret_, proto::kRankRole, nonce, statement);
     std::string hello = proto::FrameWriter(MessageType::kHello)
                             .put_u32(proto::kVersion)
                             .put_u32(static_cast<uint32_t>(rank_))
                             .put_u32(static_cast<uint32_t>(size_))
                             .put_u64(epoch_)
-                            .put_u64(static_cast<uint64_t>(::getpid()))
+                            .put_u64(pid)
                             .put_bytes(job_id_)
+                            .put_bytes(rank_nonce)
+                            .put_bytes(as_bytes(proof))
                             .finish();
     connection_.send_all(hello, deadline, "hello");
     std::optional<Frame> answer = connection_.receive(deadline);
     if (!answer)
       fail(COLL_ERR_TIMEOUT, "collrun did not answer rank %d's hello within %g s", rank_,
            timeout_s);
-    if (answer->type == static_cast<uint32_t>(MessageType::kWelcome)) return;
+    if (answer->type == static_cast<uint32_t>(MessageType::kWelcome)) {
+      proto::PayloadReader reader(answer->payload);
+      std::string_view theirs;
+      const job_secret::Digest want =
+          job_secret::prove(secret_, proto::kCollrunRole, rank_nonce, statement);
+      if (!reader.get_bytes(theirs, proto::kProofBytes) || !reader.done() ||
+          theirs.size() != want.size() ||
+          !job_secret::equal(reinterpret_cast<const uint8_t*>(theirs.data()), want.data(),
+                             want.size()))
+        fail(COLL_ERR_INVALID_ARG,
+             "the collrun at %s did not prove this job's secret (COLL_JOB_SECRET): not this "
+             "job's collrun",
+             connection_.address().c_str());
+      return;
+    }
     if (answer->type == static_cast<uint32_t>(MessageType::kRefused)) {
       proto::PayloadReader reader(answer->payload);
       std::string_view reason;
@@ -397,6 +441,7 @@ class CollrunBootstrap final : public Bootstrap {
   int rank_;
   int size_;
   std::string job_id_;
+  std::string secret_;  // its bytes
   uint64_t epoch_;
   uint64_t round_ = 0;
 };
@@ -413,7 +458,15 @@ std::unique_ptr<Bootstrap> make_collrun_bootstrap(double timeout_s) {
     fail(COLL_ERR_INVALID_ARG, "%s='%s' is not a job id (1 to %llu characters of [A-Za-z0-9_.-])",
          proto::kEnvJobId, job_id ? job_id : "",
          static_cast<unsigned long long>(proto::kMaxJobIdBytes));
-  auto bootstrap = std::make_unique<CollrunBootstrap>(address, rank, size, job_id);
+  const char* secret_hex = env_or_null(job_secret::kEnv);
+  std::string secret;
+  if (!secret_hex || !job_secret::decode(secret_hex, &secret))
+    fail(COLL_ERR_INVALID_ARG,
+         "%s is %s: a rank started by collrun gets the job's secret there (64 hex digits); "
+         "a process without it cannot join the job",
+         job_secret::kEnv, secret_hex ? "not 64 hex digits" : "not set");
+  auto bootstrap =
+      std::make_unique<CollrunBootstrap>(address, rank, size, job_id, std::move(secret));
   bootstrap->join(timeout_s);
   return bootstrap;
 }

@@ -6,9 +6,12 @@
 // length, both little-endian) and the payload. Integers inside payloads are
 // little-endian too; strings and blobs are a u64 length and the bytes.
 //
+//   collrun -> client   kChallenge str nonce (32 random bytes), first
+//                                  thing on every connection
 //   client -> collrun   kHello     u32 version, u32 rank, u32 size,
-//                                  u64 epoch, u64 pid, str job_id
-//   collrun -> client   kWelcome   (empty)
+//                                  u64 epoch, u64 pid, str job_id,
+//                                  str rank_nonce, str proof
+//   collrun -> client   kWelcome   str proof
 //                       kRefused   str reason; collrun then closes
 //   client -> collrun   kRound     u64 round, str blob
 //   collrun -> client   kResult    u64 round, u32 count, count x str blob
@@ -22,7 +25,14 @@
 // of different epochs never mix.
 //
 // Every length read from the wire is checked against the bytes that remain
-// and against the limits below before anything is allocated.
+// and against the limits below before anything is allocated; before its
+// hello is accepted a connection may send nothing but a hello.
+//
+// The hello's proof is job_secret::prove(secret, kRankRole, nonce, the
+// hello's statement) and the welcome's is prove(secret, kCollrunRole,
+// rank_nonce, the same statement) (job_secret.hpp): only a process that
+// holds the job's COLL_JOB_SECRET joins, a proof is good on the one
+// connection whose nonce it answers, and a rank knows its collrun.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +43,7 @@
 
 namespace coll::collrun_protocol {
 
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 
 // What collrun puts in each rank's environment.
 inline constexpr const char* kEnvAddress = "COLL_BOOTSTRAP";  // "host:port"
@@ -42,6 +52,12 @@ inline constexpr const char* kEnvSize = "COLL_SIZE";
 inline constexpr const char* kEnvLocalRank = "COLL_LOCAL_RANK";
 inline constexpr const char* kEnvLocalSize = "COLL_LOCAL_SIZE";
 inline constexpr const char* kEnvJobId = "COLL_JOBID";
+// COLL_JOB_SECRET (job_secret::kEnv): the job's secret, 64 hex digits.
+
+inline constexpr const char* kRankRole = "libcoll rank hello";
+inline constexpr const char* kCollrunRole = "libcoll collrun welcome";
+inline constexpr uint64_t kNonceBytes = 32;
+inline constexpr uint64_t kProofBytes = 32;
 
 enum class MessageType : uint32_t {
   kHello = 1,
@@ -52,6 +68,7 @@ enum class MessageType : uint32_t {
   kQuery = 6,
   kMissing = 7,
   kFailed = 8,
+  kChallenge = 9,
 };
 
 inline constexpr size_t kHeaderBytes = 12;
@@ -80,6 +97,8 @@ inline const char* message_type_name(uint32_t type) {
       return "missing";
     case MessageType::kFailed:
       return "failed";
+    case MessageType::kChallenge:
+      return "challenge";
   }
   return "unknown";
 }
@@ -133,9 +152,11 @@ inline FrameHeader parse_header(const char* bytes) {
 inline uint64_t max_payload_bytes(uint32_t type, uint32_t world_size) {
   switch (static_cast<MessageType>(type)) {
     case MessageType::kHello:
-      return 4 * 3 + 8 * 2 + 8 + kMaxJobIdBytes;
+      return 4 * 3 + 8 * 2 + 8 + kMaxJobIdBytes + 8 + kNonceBytes + 8 + kProofBytes;
     case MessageType::kWelcome:
-      return 0;
+      return 8 + kProofBytes;
+    case MessageType::kChallenge:
+      return 8 + kNonceBytes;
     case MessageType::kRefused:
       return 8 + kMaxMessageBytes;
     case MessageType::kRound:
@@ -205,6 +226,27 @@ inline bool is_valid_job_id(std::string_view job_id) {
     if (!ok) return false;
   }
   return job_id != "." && job_id != "..";
+}
+
+// What a hello says, as its proof covers it: every field, length-prefixed
+// where it has a length.
+inline std::string hello_statement(uint32_t version, uint32_t rank, uint32_t size, uint64_t epoch,
+                                   uint64_t pid, std::string_view job_id,
+                                   std::string_view rank_nonce) {
+  std::string s;
+  auto put = [&s](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(version, 4);
+  put(rank, 4);
+  put(size, 4);
+  put(epoch, 8);
+  put(pid, 8);
+  put(job_id.size(), 8);
+  s.append(job_id);
+  put(rank_nonce.size(), 8);
+  s.append(rank_nonce);
+  return s;
 }
 
 }  // namespace coll::collrun_protocol

@@ -27,6 +27,7 @@
 #include "bootstrap/unique_fd.hpp"
 #include "cpu_binding.hpp"
 #include "job_plan.hpp"
+#include "job_secret.hpp"
 #include "launch_agent.hpp"
 #include "launch_options.hpp"
 #include "output_forwarder.hpp"
@@ -61,6 +62,12 @@ void say(const std::string& line) {
 }
 
 // Unique per job and usable in file names: collrun's pid and 32 random bits.
+std::string secret_bytes(const std::string& hex) {
+  std::string bytes;
+  coll::job_secret::decode(hex, &bytes);  // made by job_secret::make: always valid
+  return bytes;
+}
+
 std::string make_job_id() {
   std::random_device random;
   char id[64];
@@ -162,8 +169,9 @@ class Job {
         agent_(std::move(agent)),
         rendezvous_(std::move(rendezvous)),
         job_id_(make_job_id()),
+        secret_(coll::job_secret::make()),
         signals_({SIGCHLD, SIGINT, SIGTERM, SIGHUP}),
-        server_(plan_.num_ranks, job_id_, rendezvous_.listen_ip),
+        server_(plan_.num_ranks, job_id_, secret_bytes(secret_), rendezvous_.listen_ip),
         output_(options_.tag_output),
         ranks_(static_cast<size_t>(plan_.num_ranks)) {}
 
@@ -211,6 +219,9 @@ class Job {
     }
     env.set(proto::kEnvSize, std::to_string(plan_.num_ranks));
     env.set(proto::kEnvJobId, job_id_);
+    // A local rank's environment only (readable by its user and root);
+    // remote ranks read it from their lifeline (remote_rank_script).
+    env.set(coll::job_secret::kEnv, secret_);
     return env;
   }
 
@@ -287,6 +298,14 @@ class Job {
         pid_t pid = spawn_rank(spawn);
         r.pid = pid;
         r.running = true;
+        // The remote rank's script reads the secret as its lifeline's
+        // first line (a pipe holds far more than one line: no blocking).
+        if (r.remote) {
+          const std::string line = secret_ + "\n";
+          if (::write(r.lifeline.get(), line.data(), line.size()) != ssize_t(line.size()))
+            say("rank " + std::to_string(rank) + ": cannot hand the job secret to its agent: " +
+                std::strerror(errno));
+        }
         if (r.remote)
           r.process = "host " + host.name + ", agent pid " + std::to_string(pid);
         else if (plan_.hosts_given)
@@ -492,6 +511,7 @@ class Job {
   RendezvousPlan rendezvous_;
   std::vector<std::string> exported_names_;  // of -x
   std::string job_id_;
+  std::string secret_;  // hex, as COLL_JOB_SECRET; never printed
   SignalPipe signals_;
   RendezvousServer server_;
   OutputForwarder output_;

@@ -55,7 +55,9 @@ std::string shell_quote(std::string_view word) {
 }
 
 std::string remote_rank_script(const RemoteRank& rank) {
-  std::string start;  // NAME=value... program args: one simple command
+  // The job secret comes as the lifeline's first line (collrun writes it),
+  // never on a command line; `read` takes that line and nothing more.
+  std::string start = "COLL_JOB_SECRET=\"$coll_secret\" ";  // NAME=value... program args
   for (const std::string& entry : rank.env) {
     size_t eq = entry.find('=');
     start += entry.substr(0, eq + 1) + shell_quote(entry.substr(eq + 1)) + " ";
@@ -70,6 +72,7 @@ std::string remote_rank_script(const RemoteRank& rank) {
     script += "cd " + shell_quote(rank.working_directory) + " 2>/dev/null\n";
   // Keep the lifeline (stdin) on fd 3; the program and the shell read
   // /dev/null. (An asynchronous command reads /dev/null anyway.)
+  script += "IFS= read -r coll_secret || exit 1\n";
   script += "exec 3<&0 </dev/null\n";
   script += start + "3<&- &\n";
   script += "p=$!\n";

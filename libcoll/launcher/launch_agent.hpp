@@ -34,9 +34,9 @@
 //     at the same path (or in its PATH), and a route to the rendezvous
 //     address (--bootstrap-addr);
 //   - a remote rank reads no stdin;
-//   - the rendezvous accepts any connection that names the job id (the
-//     launcher's pid and 32 random bits): a check against mistakes, not an
-//     authentication.
+//   - the rendezvous admits only processes that prove the job secret
+//     (job_secret.hpp); a remote rank gets it as the first line of its
+//     lifeline (the agent's stdin), never on the command line.
 #pragma once
 
 #include <optional>

@@ -141,9 +141,10 @@ std::string usage_text() {
 
 Starts N ranks of program, on this host or on the hosts given, and hosts
 their rendezvous for libcoll (COLL_BOOTSTRAP, COLL_RANK, COLL_SIZE,
-COLL_LOCAL_RANK, COLL_LOCAL_SIZE and COLL_JOBID are set in each rank's
-environment; with hosts given, COLL_HOST_ID=<host as given> too, so that
-libcoll uses shared memory within a host and TCP between hosts).
+COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_JOBID and COLL_JOB_SECRET are set in
+each rank's environment; with hosts given, COLL_HOST_ID=<host as given>
+too, so that libcoll uses shared memory within a host and TCP between
+hosts). Only processes that prove COLL_JOB_SECRET join the rendezvous.
 
   -n N, -np N, --np N   number of ranks (required without hosts; with
                         hosts, default: one rank a slot)

@@ -46,6 +46,10 @@ std::vector<std::string> RankEnvironment::for_remote_rank(
   std::vector<std::string> chosen;
   for (const std::string& entry : entries_) {
     std::string_view name = name_of(entry);
+    // Never the job secret: a remote rank's variables go on its agent's
+    // command line, which ps shows to every user; it reads the secret from
+    // its lifeline instead (remote_rank_script).
+    if (name == "COLL_JOB_SECRET") continue;
     bool wanted =
         name.starts_with("COLL_") || std::find(also.begin(), also.end(), name) != also.end();
     if (wanted && is_shell_name(name)) chosen.push_back(entry);

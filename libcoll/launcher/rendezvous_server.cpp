@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <system_error>
@@ -15,6 +16,7 @@
 #include <coll/coll.h>
 
 #include "bootstrap/collrun_protocol.hpp"
+#include "job_secret.hpp"
 
 namespace collrun {
 
@@ -26,6 +28,17 @@ namespace {
 // Bytes read from one connection per wake-up, so that one rank sending a
 // large blob does not starve the others.
 constexpr size_t kReadPerWake = 256 * 1024;
+
+using Clock = std::chrono::steady_clock;
+
+// A connection that has not said a good hello by then is closed: a rank
+// sends its hello as soon as it has the challenge.
+constexpr auto kHelloWithin = std::chrono::seconds(10);
+
+// Unidentified connections held at once, at least: past the limit the
+// oldest goes, so that a flood of strangers delays a real rank's hello
+// by their number at most and never refuses it.
+constexpr size_t kMinUnidentified = 64;
 
 std::shared_ptr<const std::string> shared_frame(std::string frame) {
   return std::make_shared<const std::string>(std::move(frame));
@@ -41,15 +54,19 @@ struct RendezvousServer::Connection {
   std::deque<std::shared_ptr<const std::string>> output;
   size_t output_offset = 0;  // bytes of output.front() already sent
   int rank = -1;             // -1 until its hello is accepted
+  std::string nonce;         // the challenge sent on it
+  Clock::time_point opened;  // an unidentified connection gets kHelloWithin
   uint64_t epoch = 0;
   uint64_t rounds_sent = 0;
   bool closing = false;  // read nothing more; close once output is sent
   bool dead = false;     // closed; removed at the end of handle()
 };
 
-RendezvousServer::RendezvousServer(int world_size, std::string job_id, const std::string& listen_ip)
+RendezvousServer::RendezvousServer(int world_size, std::string job_id, std::string secret,
+                                   const std::string& listen_ip)
     : world_size_(world_size),
       job_id_(std::move(job_id)),
+      secret_(std::move(secret)),
       listen_ip_(listen_ip),
       ranks_(static_cast<size_t>(world_size)) {
   listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -113,6 +130,7 @@ void RendezvousServer::handle(const std::vector<pollfd>& fds) {
       close_connection(connection);
   }
   if (fds[first_pollfd_].revents & POLLIN) accept_connections();
+  close_stale_unidentified();
   connections_.remove_if([](const Connection& c) { return c.dead; });
   polled_.clear();
   settle_rounds();
@@ -128,19 +146,37 @@ void RendezvousServer::shut_down() {
 
 void RendezvousServer::accept_connections() {
   // Connections without an accepted hello cost a descriptor each; a
-  // stranger flooding the port must not run collrun out of them.
-  size_t max_unidentified = 2 * static_cast<size_t>(world_size_) + 16;
+  // stranger flooding the port must neither run collrun out of them nor
+  // keep real ranks out: past the limit the oldest unidentified one goes
+  // (a real rank answers its challenge at once), and each has kHelloWithin.
+  const size_t max_unidentified =
+      std::max(kMinUnidentified, 2 * static_cast<size_t>(world_size_) + 16);
   for (int i = 0; i < 64; ++i) {
     coll::UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd) return;  // EAGAIN, or an error of that one connection
-    size_t unidentified = static_cast<size_t>(std::count_if(
-        connections_.begin(), connections_.end(), [](const Connection& c) { return c.rank < 0; }));
-    if (unidentified >= max_unidentified) continue;  // closes it
+    size_t unidentified = 0;
+    Connection* oldest = nullptr;
+    for (Connection& c : connections_) {
+      if (c.rank >= 0 || c.dead) continue;
+      ++unidentified;
+      if (!oldest || c.opened < oldest->opened) oldest = &c;
+    }
+    if (unidentified >= max_unidentified && oldest) close_connection(*oldest);
     int one = 1;
     ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     connections_.emplace_back();
-    connections_.back().fd = std::move(fd);
+    Connection& c = connections_.back();
+    c.fd = std::move(fd);
+    c.opened = Clock::now();
+    c.nonce = coll::job_secret::random_bytes(proto::kNonceBytes);
+    send(c, shared_frame(proto::FrameWriter(MessageType::kChallenge).put_bytes(c.nonce).finish()));
   }
+}
+
+void RendezvousServer::close_stale_unidentified() {
+  const auto now = Clock::now();
+  for (Connection& c : connections_)
+    if (c.rank < 0 && !c.dead && now - c.opened > kHelloWithin) close_connection(c);
 }
 
 void RendezvousServer::read_from(Connection& connection) {
@@ -168,6 +204,9 @@ void RendezvousServer::read_from(Connection& connection) {
     bool from_client = header.type == static_cast<uint32_t>(MessageType::kHello) ||
                        header.type == static_cast<uint32_t>(MessageType::kRound) ||
                        header.type == static_cast<uint32_t>(MessageType::kQuery);
+    // Before its hello is accepted a connection may send a hello and
+    // nothing else: nothing larger than a hello is buffered before trust.
+    if (connection.rank < 0) from_client = header.type == static_cast<uint32_t>(MessageType::kHello);
     uint64_t limit = proto::max_payload_bytes(header.type, static_cast<uint32_t>(world_size_));
     if (!from_client || header.length > limit) {
       protocol_error(connection, "a frame of type " + std::to_string(header.type) + " (" +
@@ -263,15 +302,32 @@ bool RendezvousServer::handle_hello(Connection& connection, const std::string& p
                            " (libcoll and collrun from different builds?)");
     return false;
   }
+  std::string_view rank_nonce, proof;
   if (!reader.get_u32(rank) || !reader.get_u32(size) || !reader.get_u64(epoch) ||
-      !reader.get_u64(pid) || !reader.get_bytes(job_id, proto::kMaxJobIdBytes) || !reader.done()) {
+      !reader.get_u64(pid) || !reader.get_bytes(job_id, proto::kMaxJobIdBytes) ||
+      !reader.get_bytes(rank_nonce, proto::kNonceBytes) ||
+      !reader.get_bytes(proof, proto::kProofBytes) || !reader.done()) {
     protocol_error(connection, "a malformed hello");
     return false;
   }
   std::string who = "pid " + std::to_string(pid);
+  // The proof first: a process without the secret learns nothing of the
+  // job (its id, size, ranks), and every refusal below names only what
+  // the process itself said.
+  const std::string statement =
+      proto::hello_statement(version, rank, size, epoch, pid, job_id, rank_nonce);
+  const coll::job_secret::Digest want =
+      coll::job_secret::prove(secret_, proto::kRankRole, connection.nonce, statement);
+  if (proof.size() != want.size() ||
+      !coll::job_secret::equal(reinterpret_cast<const uint8_t*>(proof.data()), want.data(),
+                               want.size())) {
+    refuse(connection, who + " did not prove this job's secret (COLL_JOB_SECRET): not a "
+                             "process of this job");
+    return false;
+  }
   if (job_id != job_id_) {
-    refuse(connection, who + " has COLL_JOBID=" + std::string(job_id) + " but this job is " +
-                           job_id_ + " (a process of another job?)");
+    refuse(connection, who + " has COLL_JOBID=" + std::string(job_id) +
+                           ", not this job's (a process of another job?)");
     return false;
   }
   if (size != static_cast<uint32_t>(world_size_)) {
@@ -302,7 +358,13 @@ bool RendezvousServer::handle_hello(Connection& connection, const std::string& p
   state.connection = &connection;
   state.epoch = static_cast<int64_t>(epoch);
   state.epoch_closed = false;
-  send(connection, shared_frame(proto::FrameWriter(MessageType::kWelcome).finish()));
+  const coll::job_secret::Digest ours =
+      coll::job_secret::prove(secret_, proto::kCollrunRole, rank_nonce, statement);
+  send(connection,
+       shared_frame(proto::FrameWriter(MessageType::kWelcome)
+                        .put_bytes(std::string_view(reinterpret_cast<const char*>(ours.data()),
+                                                    ours.size()))
+                        .finish()));
   return !connection.dead;
 }
 

@@ -30,8 +30,10 @@ namespace collrun {
 class RendezvousServer {
  public:
   // Listens on `listen_ip` (IPv4; "0.0.0.0" for every address) at an
-  // ephemeral port. Throws std::system_error.
-  RendezvousServer(int world_size, std::string job_id, const std::string& listen_ip = "127.0.0.1");
+  // ephemeral port; admits only ranks that prove `secret` (the job
+  // secret's bytes, job_secret.hpp). Throws std::system_error.
+  RendezvousServer(int world_size, std::string job_id, std::string secret,
+                   const std::string& listen_ip = "127.0.0.1");
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
@@ -73,6 +75,7 @@ class RendezvousServer {
   using RoundKey = std::pair<uint64_t, uint64_t>;  // epoch, round
 
   void accept_connections();
+  void close_stale_unidentified();
   void read_from(Connection& connection);
   void write_to(Connection& connection);
   void close_connection(Connection& connection);
@@ -94,6 +97,7 @@ class RendezvousServer {
 
   int world_size_;
   std::string job_id_;
+  std::string secret_;
   coll::UniqueFd listener_;
   std::string listen_ip_;
   int port_ = 0;

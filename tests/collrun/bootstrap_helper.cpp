@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "bootstrap/collrun_protocol.hpp"
 #include "bootstrap/unique_fd.hpp"
 #include "error.hpp"
+#include "job_secret.hpp"
 
 namespace {
 
@@ -165,27 +167,66 @@ coll::UniqueFd connect_raw() {
   return fd;
 }
 
-// Sends `bytes`, then reads until collrun closes the connection (bounded);
-// returns the type of the first frame collrun answered with, 0 if none.
-uint32_t send_and_read_answer(const std::string& bytes) {
+// Reads collrun's challenge, sends what make(nonce) gives, then reads until
+// collrun closes the connection (bounded); returns the type of the first
+// frame collrun answered with after its challenge, 0 if none.
+uint32_t send_and_read_answer(const std::function<std::string(std::string_view)>& make) {
   coll::UniqueFd fd = connect_raw();
   check(fd.valid(), "raw connect");
   if (!fd) return 0;
-  [[maybe_unused]] ssize_t sent = ::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
   std::string answer;
-  for (;;) {
+  auto read_some = [&]() {
     pollfd p{fd.get(), POLLIN, 0};
     if (::poll(&p, 1, 20000) <= 0) {
       check(false, "collrun kept a bad connection open");
-      break;
+      return false;
     }
     char chunk[4096];
     ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
-    if (n <= 0) break;  // closed by collrun
+    if (n <= 0) return false;  // closed by collrun
     answer.append(chunk, static_cast<size_t>(n));
+    return true;
+  };
+  const size_t challenge_bytes = proto::kHeaderBytes + 8 + proto::kNonceBytes;
+  while (answer.size() < challenge_bytes)
+    if (!read_some()) return 0;
+  check(proto::parse_header(answer.data()).type ==
+            static_cast<uint32_t>(proto::MessageType::kChallenge),
+        "collrun's first frame is its challenge");
+  const std::string nonce = answer.substr(proto::kHeaderBytes + 8, proto::kNonceBytes);
+  answer.erase(0, challenge_bytes);
+  const std::string bytes = make(nonce);
+  [[maybe_unused]] ssize_t sent = ::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  while (read_some()) {
   }
   if (answer.size() < proto::kHeaderBytes) return 0;
   return proto::parse_header(answer.data()).type;
+}
+uint32_t send_and_read_answer(const std::string& bytes) {
+  return send_and_read_answer([&bytes](std::string_view) { return bytes; });
+}
+
+// A well-formed hello from rank `rank`, its proof made with `secret` over
+// `nonce`.
+std::string hello_frame(uint32_t rank, const std::string& secret, std::string_view nonce) {
+  const std::string rank_nonce(proto::kNonceBytes, 'r');
+  const uint64_t pid = static_cast<uint64_t>(::getpid());
+  const uint32_t size = static_cast<uint32_t>(env_int("COLL_SIZE"));
+  const char* job = std::getenv("COLL_JOBID");
+  const std::string statement =
+      proto::hello_statement(proto::kVersion, rank, size, 1000 + rank, pid, job, rank_nonce);
+  const coll::job_secret::Digest proof =
+      coll::job_secret::prove(secret, proto::kRankRole, nonce, statement);
+  return proto::FrameWriter(proto::MessageType::kHello)
+      .put_u32(proto::kVersion)
+      .put_u32(rank)
+      .put_u32(size)
+      .put_u64(1000 + rank)
+      .put_u64(pid)
+      .put_bytes(job)
+      .put_bytes(rank_nonce)
+      .put_bytes(std::string_view(reinterpret_cast<const char*>(proof.data()), proof.size()))
+      .finish();
 }
 
 int run_garbage() {
@@ -217,6 +258,38 @@ int run_garbage() {
                                 .put_bytes(std::getenv("COLL_JOBID"))
                                 .finish();
   check(send_and_read_answer(old_version) == kRefused, "hello of another version");
+
+  // An impostor: a well-formed hello for a rank of this job (rank 1 of 1
+  // does not exist; so rank 0, whose real process is this one and has not
+  // joined yet), but without the job's secret: refused, and it learns
+  // nothing of the job from the refusal.
+  const std::string wrong_secret(coll::job_secret::kSecretBytes, '\x42');
+  std::string real_secret;
+  check(coll::job_secret::decode(std::getenv("COLL_JOB_SECRET"), &real_secret), "COLL_JOB_SECRET");
+  check(send_and_read_answer([&](std::string_view nonce) {
+          return hello_frame(0, wrong_secret, nonce);
+        }) == kRefused,
+        "hello without the secret");
+  // A replayed hello: proved with the right secret, but over another
+  // connection's nonce (as one seen on the wire would be).
+  check(send_and_read_answer([&](std::string_view) {
+          return hello_frame(0, real_secret, std::string(proto::kNonceBytes, 'x'));
+        }) == kRefused,
+        "replayed hello");
+  // Nothing larger than a hello is buffered before one is accepted: a round
+  // that announces 256 MiB first is a protocol error at its header.
+  std::string big_round = proto::FrameWriter(proto::MessageType::kRound).finish();
+  big_round[8] = 16;  // length 2^28
+  check(send_and_read_answer(big_round) == kFailed, "256 MiB round before hello");
+
+  // A flood of strangers that connect and say nothing: the real rank still
+  // joins (the oldest unidentified connections make room).
+  std::vector<coll::UniqueFd> flood;
+  for (int i = 0; i < 200; ++i) {
+    coll::UniqueFd fd = connect_raw();
+    if (fd) flood.push_back(std::move(fd));
+  }
+  check(flood.size() == 200, "200 idle connections");
 
   // collrun still serves the real rank.
   auto bootstrap = coll::make_collrun_bootstrap(kTimeout);

@@ -21,6 +21,7 @@
 #include "bootstrap/collrun_protocol.hpp"
 #include "bootstrap/unique_fd.hpp"
 #include "error.hpp"
+#include "job_secret.hpp"
 #include "run_process.hpp"
 
 namespace collrun_test {
@@ -62,7 +63,8 @@ class ScopedEnv {
 // No launcher around: the test itself may run under one.
 void clear_launcher_env(ScopedEnv& env) {
   for (const char* name :
-       {"COLL_BOOTSTRAP", "COLL_RANK", "COLL_SIZE", "COLL_JOBID", "PMIX_RANK", "PMIX_NAMESPACE",
+       {"COLL_BOOTSTRAP", "COLL_RANK", "COLL_SIZE", "COLL_JOBID", "COLL_JOB_SECRET", "PMIX_RANK",
+        "PMIX_NAMESPACE",
         "PMIX_SERVER_URI", "PMIX_SERVER_URI2", "PMIX_SERVER_URI21", "PMIX_SERVER_URI3",
         "PMIX_SERVER_URI4", "PMIX_SERVER_URI41", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS",
         "SLURM_NPROCS"})
@@ -139,24 +141,51 @@ class FakeCollrun {
   std::thread thread_;
 };
 
-// Reads the hello, checks it, welcomes.
-void welcome(int fd) {
+// The fake collrun's job secret (COLL_JOB_SECRET in the client's
+// environment) and its bytes.
+constexpr const char* kSecretHex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+std::string secret_bytes(const char* hex = kSecretHex) {
+  std::string bytes;
+  EXPECT_TRUE(coll::job_secret::decode(hex, &bytes));
+  return bytes;
+}
+constexpr char kNonce[] = "0123456789abcdef0123456789abcdef";  // 32 bytes
+
+std::string_view as_view(const coll::job_secret::Digest& d) {
+  return std::string_view(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+// Sends the challenge; reads the hello and checks it (fields and proof);
+// welcomes with a proof made with `secret` (the job's, unless a test
+// plays a collrun that does not know it).
+void welcome(int fd, const std::string& secret = secret_bytes()) {
+  write_bytes(fd, proto::FrameWriter(MessageType::kChallenge)
+                      .put_bytes(std::string_view(kNonce, proto::kNonceBytes))
+                      .finish());
   std::optional<Frame> hello = read_frame(fd);
   ASSERT_TRUE(hello.has_value());
   ASSERT_EQ(hello->type, static_cast<uint32_t>(MessageType::kHello));
   proto::PayloadReader reader(hello->payload);
   uint32_t version = 0, rank = 0, size = 0;
   uint64_t epoch = 0, pid = 0;
-  std::string_view job;
+  std::string_view job, rank_nonce, proof;
   ASSERT_TRUE(reader.get_u32(version) && reader.get_u32(rank) && reader.get_u32(size) &&
               reader.get_u64(epoch) && reader.get_u64(pid) && reader.get_bytes(job, 256) &&
-              reader.done());
+              reader.get_bytes(rank_nonce, 32) && reader.get_bytes(proof, 32) && reader.done());
   EXPECT_EQ(version, proto::kVersion);
   EXPECT_EQ(rank, 0u);
   EXPECT_EQ(size, 2u);
   EXPECT_EQ(pid, static_cast<uint64_t>(::getpid()));
   EXPECT_EQ(job, "fakejob");
-  write_bytes(fd, proto::FrameWriter(MessageType::kWelcome).finish());
+  const std::string statement =
+      proto::hello_statement(version, rank, size, epoch, pid, job, rank_nonce);
+  EXPECT_EQ(proof, as_view(coll::job_secret::prove(secret_bytes(), proto::kRankRole,
+                                                   std::string_view(kNonce, 32), statement)))
+      << "the hello's proof is not HMAC(secret, nonce, statement)";
+  write_bytes(fd, proto::FrameWriter(MessageType::kWelcome)
+                      .put_bytes(as_view(coll::job_secret::prove(secret, proto::kCollrunRole,
+                                                                 rank_nonce, statement)))
+                      .finish());
 }
 
 // Reads one round; returns its blob.
@@ -189,7 +218,8 @@ class CollrunClient : public ::testing::Test {
     env_.set("COLL_BOOTSTRAP", fake.address())
         .set("COLL_RANK", "0")
         .set("COLL_SIZE", "2")
-        .set("COLL_JOBID", "fakejob");
+        .set("COLL_JOBID", "fakejob")
+        .set("COLL_JOB_SECRET", kSecretHex);
   }
 
   // Runs `body`, which must throw coll::Error; returns it.
@@ -337,6 +367,9 @@ TEST_F(CollrunClient, MalformedResultsAreRejected) {
 
 TEST_F(CollrunClient, RefusalIsAnError) {
   FakeCollrun fake([](int fd) {
+    write_bytes(fd, proto::FrameWriter(MessageType::kChallenge)
+                        .put_bytes(std::string_view(kNonce, proto::kNonceBytes))
+                        .finish());
     read_frame(fd);
     write_bytes(fd, proto::FrameWriter(MessageType::kRefused)
                         .put_bytes("rank 0 is connected already")
@@ -364,7 +397,8 @@ TEST_F(CollrunClient, NobodyListeningTimesOut) {
   env_.set("COLL_BOOTSTRAP", "127.0.0.1:" + port)
       .set("COLL_RANK", "0")
       .set("COLL_SIZE", "1")
-      .set("COLL_JOBID", "j");
+      .set("COLL_JOBID", "j")
+      .set("COLL_JOB_SECRET", kSecretHex);
   coll::Error error = error_of([] { coll::make_collrun_bootstrap(0.3); });
   EXPECT_EQ(error.status(), COLL_ERR_TIMEOUT);
   EXPECT_NE(std::string(error.what()).find("could not connect to collrun"), std::string::npos)
@@ -390,11 +424,80 @@ TEST_F(CollrunClient, BadEnvironmentIsInvalidArg) {
     env_.set("COLL_BOOTSTRAP", c.address)
         .set("COLL_RANK", c.rank)
         .set("COLL_SIZE", c.size)
-        .set("COLL_JOBID", c.job);
+        .set("COLL_JOBID", c.job)
+        .set("COLL_JOB_SECRET", kSecretHex);
     coll::Error error = error_of([] { coll::make_collrun_bootstrap(0.2); });
     EXPECT_EQ(error.status(), COLL_ERR_INVALID_ARG) << error.what();
     EXPECT_NE(std::string(error.what()).find(c.mentions), std::string::npos) << error.what();
   }
+}
+
+// Without the job's secret a process cannot even try: it is told what is
+// missing, and nothing is sent.
+TEST_F(CollrunClient, AMissingOrMalformedSecretIsInvalidArg) {
+  for (const char* secret : {static_cast<const char*>(nullptr), "", "abc", "zz" /* x32 below */}) {
+    env_.set("COLL_BOOTSTRAP", "127.0.0.1:1").set("COLL_RANK", "0").set("COLL_SIZE", "2").set(
+        "COLL_JOBID", "j");
+    std::string value = secret ? secret : "";
+    if (value == "zz")
+      for (int i = 0; i < 31; ++i) value += "zz";
+    if (secret)
+      env_.set("COLL_JOB_SECRET", value);
+    else
+      env_.unset("COLL_JOB_SECRET");
+    SCOPED_TRACE(value);
+    coll::Error error = error_of([] { coll::make_collrun_bootstrap(0.2); });
+    EXPECT_EQ(error.status(), COLL_ERR_INVALID_ARG) << error.what();
+    EXPECT_NE(std::string(error.what()).find("COLL_JOB_SECRET is not"), std::string::npos)
+        << error.what();
+    EXPECT_EQ(std::string(error.what()).find(value.empty() ? "\x01" : value), std::string::npos)
+        << "the message shows the secret's text";
+  }
+}
+
+// A server that does not know the secret cannot pass for the job's collrun.
+TEST_F(CollrunClient, ACollrunWithoutTheSecretIsRefused) {
+  FakeCollrun fake([](int fd) {
+    welcome(fd, secret_bytes("ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"));
+  });
+  point_at(fake);
+  coll::Error error = error_of([] { coll::make_collrun_bootstrap(10); });
+  EXPECT_EQ(error.status(), COLL_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(error.what()).find("did not prove this job's secret"), std::string::npos)
+      << error.what();
+}
+
+// SHA-256 (FIPS 180-4 examples) and HMAC-SHA256 (RFC 4231 cases 1, 2, 6).
+TEST(JobSecret, HashesMatchTheStandardsVectors) {
+  auto hex = [](const coll::job_secret::Digest& d) {
+    static const char k[] = "0123456789abcdef";
+    std::string out;
+    for (uint8_t b : d) (out += k[b >> 4]) += k[b & 15];
+    return out;
+  };
+  using coll::job_secret::hmac_sha256;
+  using coll::job_secret::sha256;
+  EXPECT_EQ(hex(sha256("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hex(sha256(std::string(1000000, 'a'))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'),
+                            "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  const std::string a = "same bytes", b = "same bytez";
+  EXPECT_TRUE(coll::job_secret::equal(reinterpret_cast<const uint8_t*>(a.data()),
+                                      reinterpret_cast<const uint8_t*>(a.data()), a.size()));
+  EXPECT_FALSE(coll::job_secret::equal(reinterpret_cast<const uint8_t*>(a.data()),
+                                       reinterpret_cast<const uint8_t*>(b.data()), a.size()));
+  EXPECT_EQ(coll::job_secret::make().size(), 64u);
+  EXPECT_NE(coll::job_secret::make(), coll::job_secret::make());
 }
 
 TEST(BootstrapChoice, NoLauncherGivesASingleton) {

@@ -347,7 +347,10 @@ struct ShellRun {
 // Runs `command_line` as ssh's remote side would, `/bin/sh -c LINE`, with a
 // pipe as stdin that stays open until the command ends (the lifeline), and
 // collects its stdout. Bounded: killed after 60 s.
-ShellRun run_as_remote_shell(const std::string& command_line) {
+// As an agent runs it: the lifeline (stdin) starts with the job secret's
+// line, as collrun writes it.
+ShellRun run_as_remote_shell(const std::string& command_line,
+                             const std::string& secret = "0123abcd") {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return {};
   pid_t pid = ::fork();
@@ -359,6 +362,8 @@ ShellRun run_as_remote_shell(const std::string& command_line) {
   }
   ::close(in[0]);
   ::close(out[1]);
+  const std::string line = secret + "\n";
+  [[maybe_unused]] ssize_t w = ::write(in[1], line.data(), line.size());
   ShellRun run;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   char buffer[4096];
@@ -394,10 +399,13 @@ TEST(LaunchAgent, TheRemoteShellRunsExactlyTheRank) {
 
   RemoteRank env_rank{"/",
                       {"COLL_TEST_VALUE=x y'z", "OTHER=$PATH"},
-                      {"/bin/sh", "-c", "echo \"$COLL_TEST_VALUE|$OTHER|$(pwd)\""}};
-  run = run_as_remote_shell(
-      agent_command_line({"agent"}, "host", remote_rank_script(env_rank)).back());
-  EXPECT_EQ(run.out, "x y'z|$PATH|/\n");
+                      {"/bin/sh", "-c",
+                       "echo \"$COLL_TEST_VALUE|$OTHER|$(pwd)|$COLL_JOB_SECRET\""}};
+  const Strings env_argv = agent_command_line({"agent"}, "host", remote_rank_script(env_rank));
+  run = run_as_remote_shell(env_argv.back(), "f00dfeed");
+  // The secret reaches the rank from the lifeline, never by the command line.
+  EXPECT_EQ(run.out, "x y'z|$PATH|/|f00dfeed\n");
+  for (const std::string& word : env_argv) EXPECT_EQ(word.find("f00dfeed"), std::string::npos);
 }
 
 TEST(LaunchAgent, TheRemoteShellPassesOnTheRanksStatus) {
@@ -425,7 +433,7 @@ TEST(RankEnvironment, LaterSettingsReplaceEarlierOnes) {
 
 TEST(RankEnvironment, RemoteRanksGetCollVariablesAndExportedOnes) {
   RankEnvironment env({"PATH=/bin", "COLL_RANK=1", "COLL_TRANSPORT=tcp", "MINE=v", "OTHER=o",
-                       "COLL_BAD-NAME=x", "COLLAPSE=no"});
+                       "COLL_BAD-NAME=x", "COLLAPSE=no", "COLL_JOB_SECRET=s"});
   EXPECT_EQ(env.for_remote_rank({"MINE"}),
             (Strings{"COLL_RANK=1", "COLL_TRANSPORT=tcp", "MINE=v"}));
 }
