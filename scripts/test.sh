@@ -3,13 +3,13 @@
 # then libcoll installed (meson install --destdir, and the Debian packages
 # installed into the system and removed again: scripts/package-test.sh);
 # then the library, the tests and the benchmark built with clang and the
-# fast suites run; then the same suite built with AddressSanitizer +
+# fast suites run, and the libFuzzer targets run (scripts/fuzz.sh); then the same suite built with AddressSanitizer +
 # UndefinedBehaviorSanitizer, and the threads suite with ThreadSanitizer;
 # then the RDMA suite on Soft-RoCE inside a VM
 # (tests/rdma). Every build here has -Dwerror=true (scripts/build.sh).
 # .ci/run calls exactly this script.
 #   COLL_TEST_SKIP_PACKAGE=1   skip the install and package checks
-#   COLL_TEST_SKIP_CLANG=1     skip the clang build
+#   COLL_TEST_SKIP_CLANG=1     skip the clang build and the fuzzers
 #   COLL_TEST_SKIP_SANITIZE=1  skip the sanitizer build
 #   COLL_TEST_SKIP_RDMA=1      skip the RDMA VM suite
 set -euo pipefail
@@ -41,6 +41,12 @@ if [ "${COLL_TEST_SKIP_CLANG:-0}" != 1 ]; then
     --no-suite ompi --no-suite slurm --no-suite hosts --no-suite bench --no-suite bench-mpi \
     --no-suite rdma
   stage_done "clang"
+
+  # The parsers strangers and careless users reach, 20 s each (a longer
+  # run: scripts/fuzz.sh 3600).
+  echo "== fuzz (libFuzzer, ASan + UBSan)"
+  ./scripts/fuzz.sh 20
+  stage_done "fuzz"
 fi
 
 if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then

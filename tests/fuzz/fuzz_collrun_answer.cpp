@@ -1,0 +1,133 @@
+// libFuzzer target: a rank's side of the rendezvous (issue 15), facing a
+// collrun that answers with arbitrary bytes: the real collrun bootstrap
+// client over a real TCP connection. The first byte picks what comes
+// before the fuzzed bytes: even, nothing (the bytes are the challenge and
+// whatever follows); odd, a good challenge and, after the rank's hello, a
+// good welcome, so that the bytes are the answers to the rank's first
+// bootstrap round. Every input ends in a bootstrap or a coll::Error, never a
+// crash or a hang.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/collrun_protocol.hpp"
+#include "error.hpp"
+#include "job_secret.hpp"
+
+namespace {
+
+namespace proto = coll::collrun_protocol;
+const char* const kSecretHex = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
+const std::string kNonce(proto::kNonceBytes, 'n');
+
+int listener() {
+  static int fd = [] {
+    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    ::bind(l, reinterpret_cast<sockaddr*>(&address), length);
+    ::listen(l, 4);
+    ::getsockname(l, reinterpret_cast<sockaddr*>(&address), &length);
+    ::setenv("COLL_BOOTSTRAP", ("127.0.0.1:" + std::to_string(ntohs(address.sin_port))).c_str(), 1);
+    ::setenv("COLL_RANK", "0", 1);
+    ::setenv("COLL_SIZE", "2", 1);
+    ::setenv("COLL_JOBID", "fuzzjob", 1);
+    ::setenv("COLL_JOB_SECRET", kSecretHex, 1);
+    return l;
+  }();
+  return fd;
+}
+
+void write_all(int fd, const std::string& bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += size_t(n);
+  }
+}
+
+// The hello's statement, read back from its frame (to make the welcome).
+bool read_hello(int fd, std::string* statement, std::string* rank_nonce) {
+  std::string in;
+  char chunk[4096];
+  for (;;) {
+    if (in.size() >= proto::kHeaderBytes) {
+      const proto::FrameHeader h = proto::parse_header(in.data());
+      if (h.length > 4096) return false;
+      if (in.size() >= proto::kHeaderBytes + h.length) break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 2000) <= 0) return false;
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) return false;
+    in.append(chunk, size_t(n));
+  }
+  proto::PayloadReader r(std::string_view(in).substr(proto::kHeaderBytes));
+  uint32_t version = 0, rank = 0, size = 0;
+  uint64_t epoch = 0, pid = 0;
+  std::string_view job, nonce, proof;
+  if (!r.get_u32(version) || !r.get_u32(rank) || !r.get_u32(size) || !r.get_u64(epoch) ||
+      !r.get_u64(pid) || !r.get_bytes(job, 256) || !r.get_bytes(nonce, 32) ||
+      !r.get_bytes(proof, 32))
+    return false;
+  *statement = proto::hello_statement(version, rank, size, epoch, pid, job, nonce);
+  *rank_nonce = std::string(nonce);
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const int l = listener();
+  const bool welcomed = data[0] & 1;
+  const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  std::thread collrun([&] {
+    pollfd p{l, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) return;
+    const int fd = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    if (welcomed) {
+      write_all(fd, proto::FrameWriter(proto::MessageType::kChallenge).put_bytes(kNonce).finish());
+      std::string statement, rank_nonce, secret;
+      coll::job_secret::decode(kSecretHex, &secret);
+      if (read_hello(fd, &statement, &rank_nonce)) {
+        const coll::job_secret::Digest proof =
+            coll::job_secret::prove(secret, proto::kCollrunRole, rank_nonce, statement);
+        write_all(fd, proto::FrameWriter(proto::MessageType::kWelcome)
+                          .put_bytes(std::string_view(
+                              reinterpret_cast<const char*>(proof.data()), proof.size()))
+                          .finish());
+      }
+    }
+    write_all(fd, rest);
+    ::shutdown(fd, SHUT_WR);
+    // Until the rank closes (it has read what it wanted, or given up).
+    char sink[4096];
+    for (;;) {
+      pollfd q{fd, POLLIN, 0};
+      if (::poll(&q, 1, 3000) <= 0) break;
+      if (::recv(fd, sink, sizeof sink, 0) <= 0) break;
+    }
+    ::close(fd);
+  });
+  try {
+    auto bootstrap = coll::make_collrun_bootstrap(2.0);
+    (void)bootstrap->allgather("blob", 2.0);
+  } catch (const coll::Error&) {
+  }
+  collrun.join();
+  return 0;
+}
