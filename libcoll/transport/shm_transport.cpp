@@ -7,7 +7,8 @@
 // arena. Peers map every segment at setup; after a barrier each rank
 // unlinks its own name, so nothing is left in /dev/shm even if a rank is
 // killed later (collrun removes coll-<job>-* as a safety net for a kill
-// during setup).
+// during setup, and every rank, before it creates its segment, removes
+// those whose owner has died: remove_orphaned_segments).
 //
 // The window arena. Communicators come and go, each with its own window,
 // but peers map a segment only once, at setup. So the segment is created
@@ -31,6 +32,7 @@
 // Ordering promise: post_write copies synchronously, and an 8-byte aligned
 // write (a flag or credit) is one release store, so it becomes visible
 // after every earlier write to that peer. Readers poll with acquire loads.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -43,6 +45,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -71,6 +74,7 @@ struct SegmentHeader {
   uint64_t arena_offset;  // the window arena: [arena_offset, arena_offset + arena_bytes)
   uint64_t arena_bytes;
   uint64_t closed;  // set when the owner's transport goes away
+  uint64_t pid_ns;  // the inode of the owner's pid namespace (its pid means nothing elsewhere)
   RegionEntry regions[kMaxRegions];  // this rank's RegionTable
   // The CPU the owner said last it runs on (Transport::publish_cpu), -1
   // before; in a line of its own, away from what writers read per write.
@@ -91,6 +95,46 @@ bool is_zombie(pid_t pid) {
 }
 
 size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+uint64_t own_pid_namespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+
+// Segments left behind by ranks that died between creating theirs and the
+// setup barrier after which every rank unlinks its own (a SIGKILL during
+// start-up, of the rank or of a launcher whose cleanup then never ran): a
+// "coll-*" segment of this user whose header names an owner in this pid
+// namespace that no longer exists. Removed before this rank makes its own,
+// so that leftovers of dead jobs do not pile up in /dev/shm (issue 15). A
+// segment whose header is not written yet (magic 0: being created), of
+// another namespace, or whose owner answers kill(0) is left alone.
+void remove_orphaned_segments() {
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return;
+  const uint64_t ns = own_pid_namespace();
+  std::vector<std::string> orphans;
+  while (const dirent* e = readdir(dir)) {
+    if (std::strncmp(e->d_name, "coll-", 5) != 0) continue;
+    const std::string name = std::string("/") + e->d_name;
+    const int fd = shm_open(name.c_str(), O_RDONLY | O_NOFOLLOW, 0);
+    if (fd < 0) continue;
+    struct stat st {};
+    SegmentHeader h{};
+    const bool read = fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+                      size_t(st.st_size) >= sizeof h &&
+                      pread(fd, &h, offsetof(SegmentHeader, regions), 0) ==
+                          ssize_t(offsetof(SegmentHeader, regions));
+    close(fd);
+    if (!read || h.magic != kMagic || h.pid <= 0 || ns == 0 || h.pid_ns != ns) continue;
+    // (A zombie is dead too: an owner killed with its launcher moments ago
+    // may not be reaped yet by whoever inherited it.)
+    const pid_t owner = pid_t(h.pid);
+    if ((kill(owner, 0) != 0 && errno == ESRCH) || is_zombie(owner)) orphans.push_back(name);
+  }
+  closedir(dir);
+  for (const std::string& name : orphans) shm_unlink(name.c_str());
+}
 
 size_t page_round(size_t n) {
   const size_t page = page_size();
@@ -342,6 +386,7 @@ class ShmTransport final : public Transport {
 
  private:
   void create_segment(const std::string& job, size_t arena_bytes) {
+    remove_orphaned_segments();
     std::string name = strfmt("/coll-%s-%d", job.c_str(), rank_);
     if (name.size() >= sizeof(PeerInfo::segment))
       fail(COLL_ERR_INVALID_ARG, "job id too long for a segment name: %s", job.c_str());
@@ -379,6 +424,7 @@ class ShmTransport final : public Transport {
     arena_ = std::make_unique<WindowArena>(arena);
     SegmentHeader* h = own_.header();
     h->pid = getpid();
+    h->pid_ns = own_pid_namespace();
     h->base = reinterpret_cast<uintptr_t>(p);
     h->arena_offset = header;
     h->arena_bytes = arena;

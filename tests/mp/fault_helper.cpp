@@ -21,8 +21,15 @@
 //   mismatch-alltoallv rank 0 expects 4 elements from rank 1, which sends
 //                 it 2 (and the rest agree): rank 0 must get
 //                 COLL_ERR_INVALID_ARG, the others success or an error.
+//   die-in-setup  rank 0 SIGKILLs collrun and then itself in coll_init,
+//                 when it would unlink its shm segment after the setup
+//                 barrier (shm_unlink is interposed): the segment is left
+//                 in /dev/shm, with nobody to remove it.
+//   ok            coll_init, one allreduce, coll_finalize.
 #include <coll/coll.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -200,18 +207,60 @@ int mismatch_alltoallv() {
   return expect_invalid_at_rank0("mismatched alltoallv", status);
 }
 
+bool g_die_at_unlink = false;  // die-in-setup, rank 0
+
+int die_in_setup(int* argc, char*** argv) {
+  const char* job = std::getenv("COLL_JOBID");
+  const char* rank = std::getenv("COLL_RANK");
+  if (!job || !rank) return 64;
+  if (std::strcmp(rank, "0") == 0) {
+    std::printf("fault-helper jobid=%s\n", job);
+    std::fflush(stdout);
+    g_die_at_unlink = true;
+  }
+  // Rank 0 dies in here (shm_unlink below); rank 1 gets an error once
+  // collrun is gone.
+  coll_init(argc, argv);
+  return 0;
+}
+
+int all_ok() {
+  int in = g_rank + 1, out = 0;
+  const int status =
+      coll_allreduce(&in, &out, 1, COLL_INT32, COLL_SUM, coll_comm_world());
+  const bool ok = status == COLL_SUCCESS && out == g_size * (g_size + 1) / 2;
+  std::printf("fault-helper rank %d: ok status=%d sum=%d\n", g_rank, status, out);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
+
+// die-in-setup: this program's shm_unlink wins over libc's for libcoll's
+// calls (symbol interposition), so rank 0 dies at the very moment it would
+// unlink its segment after the setup barrier, with its launcher: exactly a
+// SIGKILL during start-up. Otherwise it is libc's.
+extern "C" int shm_unlink(const char* name) {
+  if (g_die_at_unlink) {
+    kill(getppid(), SIGKILL);  // collrun
+    raise(SIGKILL);
+  }
+  using Fn = int (*)(const char*);
+  static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "shm_unlink"));
+  return real ? real(name) : -1;
+}
 
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(
         stderr,
         "usage: %s "
-        "silent-rank|kill-rank|mismatch|mismatch-slot|mismatch-gather|mismatch-alltoallv\n",
+        "silent-rank|kill-rank|mismatch|mismatch-slot|mismatch-gather|mismatch-alltoallv|"
+        "die-in-setup|ok\n",
         argv[0]);
     return 64;
   }
   const std::string mode = argv[1];
+  if (mode == "die-in-setup") return die_in_setup(&argc, &argv);
   int status = coll_init(&argc, &argv);
   if (status != COLL_SUCCESS) {
     std::fprintf(stderr, "fault-helper: coll_init: %s: %s\n", coll_strerror(status),
@@ -240,6 +289,8 @@ int main(int argc, char** argv) {
     result = mismatch_gather();
   else if (mode == "mismatch-alltoallv")
     result = mismatch_alltoallv();
+  else if (mode == "ok")
+    result = all_ok();
   else
     std::fprintf(stderr, "fault-helper: unknown mode %s\n", mode.c_str());
 

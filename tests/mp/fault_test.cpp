@@ -290,4 +290,24 @@ TEST_F(Fault, MismatchedAlltoallvCountsAreAnArgumentError) {
   expect_shm_clean(job);
 }
 
+// SIGKILL of collrun and of a rank during start-up, between the rank's
+// creating its segment and unlinking it: nobody is left to remove it
+// (collrun's safety net died with collrun). The next job's ranks remove it
+// (a coll-* segment of this user whose owner is gone), and the new job runs.
+TEST_F(Fault, SegmentsOfAJobKilledDuringSetupAreRemovedByTheNextJob) {
+  const JobResult killed = run(2, {}, "die-in-setup");
+  const std::string id = job_id_of(killed.output);
+  ASSERT_FALSE(id.empty()) << "rank 0 did not print the job id";
+  EXPECT_EQ(killed.signal, SIGKILL) << "collrun was not killed";
+  const std::string leftover = "coll-" + id + "-0";
+  ASSERT_TRUE(coll_shm_entries().count(leftover))
+      << "no leftover to clean: the scenario did not happen (/dev/shm/" << leftover << ")";
+  const JobResult next = run(2, {}, "ok");
+  EXPECT_TRUE(next.exited && next.exit_status == 0) << next.output;
+  EXPECT_EQ(count_lines_containing(next.output, {"ok status=0"}), 2) << next.output;
+  EXPECT_FALSE(coll_shm_entries().count(leftover))
+      << "/dev/shm/" << leftover << " of the killed job is still there after the next job";
+  expect_shm_clean(next);
+}
+
 }  // namespace
