@@ -228,6 +228,11 @@ TEST_F(Fault, KilledRankEndsTheJob) {
   EXPECT_EQ(count_lines_containing(job.output, {"rank 2: raising SIGKILL"}), 1);
   EXPECT_EQ(count_lines_containing(job.output, {"WRONG"}), 0);
   EXPECT_EQ(count_lines_containing(job.output, {"without noticing"}), 0);
+  // collrun names the killed rank, not a survivor that exited after it.
+  EXPECT_EQ(count_lines_containing(job.output, {"collrun: rank 2 (", "killed by signal 9"}), 1)
+      << "collrun did not name rank 2";
+  for (const char* survivor : {"collrun: rank 0 (", "collrun: rank 1 (", "collrun: rank 3 ("})
+    EXPECT_EQ(count_lines_containing(job.output, {survivor}), 0) << "collrun blamed a survivor";
   // A survivor that got an answer before collrun killed it must have got
   // PEER_LOST (not a timeout: the peer is gone, not slow).
   const int reported = count_lines_containing(job.output, {"allreduce iteration ", " status="});
