@@ -21,17 +21,28 @@
 //   garbage            (one rank) sends collrun malformed frames on raw
 //                      connections, expects each refused or failed, then
 //                      bootstraps normally
+//   attacked           (3 ranks, as root) another user attacks the starting
+//                      job (attack: reads rank 0's environment, joins as
+//                      rank 2 without the secret, floods); every attack
+//                      must fail and the job join exactly
+//   attack ADDR PID    the attacker (started by attacked)
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "allgather_rounds.hpp"
@@ -299,6 +310,120 @@ int run_garbage() {
   return failures == 0 ? 0 : 1;
 }
 
+// Another user's process attacking a starting job (run by run_attacked
+// under setpriv, uid 65534, with none of the job's environment): it knows
+// the rendezvous address and rank 0's pid, as anyone can learn them
+// (/proc/net/tcp, ps). Prints "attacker: ..." lines; exits 0 when every
+// attack failed as it should; holds 100 idle connections open until its
+// stdin closes (while the real ranks join).
+int run_attack(const char* address, const char* victim_pid) {
+  ::setenv("COLL_BOOTSTRAP", address, 1);
+  ::setenv("COLL_SIZE", "3", 1);
+  const uint32_t kRefused = static_cast<uint32_t>(proto::MessageType::kRefused);
+  const uint32_t kFailed = static_cast<uint32_t>(proto::MessageType::kFailed);
+  // The secret is not readable: another user's environment is closed.
+  const std::string environ_path = std::string("/proc/") + victim_pid + "/environ";
+  const int fd = ::open(environ_path.c_str(), O_RDONLY);
+  char probe[16];
+  const bool readable = fd >= 0 && ::read(fd, probe, sizeof probe) > 0;
+  if (fd >= 0) ::close(fd);
+  check(!readable, "another user read " + environ_path);
+  std::printf("attacker: %s readable: %s\n", environ_path.c_str(), readable ? "yes" : "no");
+  // The hijack: a well-formed hello as rank 2 (still starting) with a
+  // guessed secret and the job id guessed wrong too: refused.
+  ::setenv("COLL_JOBID", "guessed", 1);
+  const std::string guess(coll::job_secret::kSecretBytes, '\0');
+  const uint32_t as_rank2 = send_and_read_answer(
+      [&](std::string_view nonce) { return hello_frame(2, guess, nonce); });
+  check(as_rank2 == kRefused, "a hello as rank 2 without the secret was not refused");
+  std::printf("attacker: hello as rank 2 without the secret: %s\n",
+              as_rank2 == kRefused ? "refused" : "ACCEPTED");
+  std::string garbage = proto::FrameWriter(proto::MessageType::kRound).put_u64(1).finish();
+  check(send_and_read_answer(garbage) == kFailed, "a round before hello was not failed");
+  std::vector<coll::UniqueFd> flood;
+  for (int i = 0; i < 100; ++i)
+    if (coll::UniqueFd c = connect_raw()) flood.push_back(std::move(c));
+  std::printf("attacker: holding %zu idle connections\n", flood.size());
+  std::fflush(stdout);
+  char c;
+  while (::read(0, &c, 1) > 0) {
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+// A job of 3 attacked while it starts by another user (run_attack): rank 0
+// starts the attacker and waits until it has attacked; rank 2 joins last.
+// Every rank must still join and allgather exactly. Prints "ok attacked",
+// or "skipped attacked" when not root (setpriv needs it).
+int run_attacked(const char* self) {
+  const int rank = env_int("COLL_RANK");
+  if (::geteuid() != 0) {
+    if (rank == 0) std::printf("skipped attacked: not root\n");
+    return 0;
+  }
+  pid_t attacker = -1;
+  int lifeline = -1, report = -1;
+  std::string staged;
+  if (rank == 0) {
+    // A copy the other user can execute, wherever the build tree is.
+    char dir[] = "/tmp/coll-attacker.XXXXXX";
+    check(::mkdtemp(dir) != nullptr, "mkdtemp");
+    ::chmod(dir, 0755);
+    staged = std::string(dir) + "/bootstrap_helper";
+    check(std::system(("cp " + std::string(self) + " " + staged + " && chmod 755 " + staged)
+                          .c_str()) == 0,
+          "staging the attacker");
+    int in[2], out[2];
+    check(::pipe(in) == 0 && ::pipe(out) == 0, "pipes");
+    const std::string address = std::getenv("COLL_BOOTSTRAP");
+    const std::string pid = std::to_string(::getpid());
+    attacker = ::fork();
+    if (attacker == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::close(in[1]);
+      ::close(out[0]);
+      char* env[] = {const_cast<char*>("PATH=/usr/bin:/bin"),
+                     const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
+      ::execle("/usr/bin/setpriv", "setpriv", "--reuid=65534", "--regid=65534",
+               "--clear-groups", "--", staged.c_str(), "attack", address.c_str(), pid.c_str(),
+               static_cast<char*>(nullptr), env);
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    lifeline = in[1];
+    report = out[0];
+    // Until it holds its flood: every attack but the flood is over.
+    std::string said;
+    char chunk[256];
+    ssize_t n;
+    while (said.find("idle connections") == std::string::npos &&
+           (n = ::read(report, chunk, sizeof chunk)) > 0)
+      said.append(chunk, static_cast<size_t>(n));
+    std::printf("%s", said.c_str());
+  }
+  if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto bootstrap = coll::make_collrun_bootstrap(kTimeout);
+  const auto all = bootstrap->allgather(std::to_string(rank), kTimeout);
+  check(all == std::vector<std::string>{"0", "1", "2"}, "allgather under attack");
+  if (rank == 0) {
+    ::close(lifeline);  // the flood ends
+    std::string rest;
+    char chunk[256];
+    ssize_t n;
+    while ((n = ::read(report, chunk, sizeof chunk)) > 0) rest.append(chunk, size_t(n));
+    std::printf("%s", rest.c_str());
+    int status = 0;
+    check(::waitpid(attacker, &status, 0) == attacker && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "the attacker saw an attack succeed (or did not run)");
+    std::filesystem::remove_all(std::filesystem::path(staged).parent_path());
+    if (failures == 0) std::printf("ok attacked\n");
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -311,6 +436,8 @@ int main(int argc, char** argv) {
       return run_failure_scenario(mode);
     if (mode.starts_with("refuse-") || mode == "duplicate-rank") return run_refusal(mode);
     if (mode == "garbage") return run_garbage();
+    if (mode == "attacked") return run_attacked(argv[0]);
+    if (mode == "attack" && argc == 4) return run_attack(argv[2], argv[3]);
   } catch (const coll::Error& error) {
     std::printf("FAIL coll::Error status %d: %s\n", error.status(), error.what());
     return 1;

@@ -644,5 +644,22 @@ TEST_F(CollrunJob, CollrunSurvivesMalformedClients) {
   EXPECT_NE(r.err.find("rendezvous protocol version"), std::string::npos) << explain(r);
 }
 
+// The hijack of issue 15, by another user (uid 65534) while the job
+// starts: it cannot read the secret from rank 0's environment, its hello as
+// rank 2 (still starting) is refused, its flood keeps nobody out, and the
+// job joins exactly.
+TEST_F(CollrunJob, AnotherUserCannotJoinAStartingJob) {
+  ProcessResult r = run(3, {"attacked"});
+  if (r.out.find("skipped attacked") != std::string::npos) GTEST_SKIP() << "needs root (setpriv)";
+  ASSERT_EQ(r.status, 0) << explain(r);
+  EXPECT_NE(r.out.find("ok attacked"), std::string::npos) << explain(r);
+  EXPECT_NE(r.out.find("environ readable: no"), std::string::npos) << explain(r);
+  EXPECT_NE(r.out.find("hello as rank 2 without the secret: refused"), std::string::npos)
+      << explain(r);
+  EXPECT_NE(r.out.find("holding 100 idle connections"), std::string::npos) << explain(r);
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << explain(r);
+  EXPECT_NE(r.err.find("did not prove this job's secret"), std::string::npos) << explain(r);
+}
+
 }  // namespace
 }  // namespace collrun_test
