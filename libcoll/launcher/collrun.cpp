@@ -50,6 +50,8 @@ constexpr int kUsageStatus = 2;
 constexpr int kTimeoutStatus = 124;  // as timeout(1)
 // From SIGTERM to SIGKILL for ranks that do not end.
 constexpr auto kKillGrace = std::chrono::seconds(2);
+// How long a rank's error exit waits for a peer's death to be named instead.
+constexpr auto kBlameGrace = std::chrono::milliseconds(200);
 // After SIGKILL a rank ends at once unless it is stuck in the kernel; do not
 // wait on such a rank forever.
 constexpr auto kReapGrace = std::chrono::seconds(10);
@@ -61,13 +63,27 @@ void say(const std::string& line) {
   [[maybe_unused]] ssize_t ignored = ::write(2, text.data(), text.size());
 }
 
-// Unique per job and usable in file names: collrun's pid and 32 random bits.
+// Whether the process is stopped (state T or t in /proc/PID/stat).
+bool is_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char line[512] = {};
+  const bool got = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const char* paren = got ? std::strrchr(line, ')') : nullptr;  // "pid (comm) S ..."
+  return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+// The secret's bytes, from the hex that the ranks get.
 std::string secret_bytes(const std::string& hex) {
   std::string bytes;
   coll::job_secret::decode(hex, &bytes);  // made by job_secret::make: always valid
   return bytes;
 }
 
+// Unique per job and usable in file names: collrun's pid and 32 random bits.
 std::string make_job_id() {
   std::random_device random;
   char id[64];
@@ -190,6 +206,7 @@ class Job {
       reap();
       check_deadlines();
     }
+    settle_pending_blame();  // every rank ended within the grace
     output_.drain_all();
     server_.shut_down();
     clean_remote_shared_memory();
@@ -403,6 +420,7 @@ class Job {
   int poll_timeout_ms() const {
     auto next = Clock::now() + std::chrono::seconds(1);
     if (job_deadline_ && !terminating_) next = std::min(next, *job_deadline_);
+    if (blame_deadline_) next = std::min(next, *blame_deadline_);
     if (kill_deadline_) next = std::min(next, *kill_deadline_);
     if (give_up_deadline_) next = std::min(next, *give_up_deadline_);
     auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
@@ -441,17 +459,48 @@ class Job {
     std::string how = describe_wait_status(wait_status);
     if (ranks_[size_t(rank)].remote) how += agent_status_hint(wait_status);
     int status = shell_status(wait_status);
-    if (status != 0 && !exit_status_) {
-      exit_status_ = status;
-      if (!terminating_) {
-        std::string line =
-            "rank " + std::to_string(rank) + " (" + ranks_[size_t(rank)].process + ") " + how;
-        if (any_running()) line += "; terminating the job";
-        say(line);
-        terminate();
-      }
-    }
     server_.rank_exited(rank, how);
+    if (status == 0 || exit_status_ || terminating_) {
+      if (status != 0 && !exit_status_) exit_status_ = status;
+      return;
+    }
+    if (!WIFSIGNALED(wait_status)) {
+      // A rank that exits with an error may be the survivor of a peer that
+      // is being killed right now: a killed process closes its sockets
+      // (the survivor sees the reset at once) before it can be reaped. So
+      // the first such rank waits kBlameGrace for a rank ended by a signal,
+      // which is named instead; if none comes, it is named.
+      if (!pending_blame_) {
+        pending_blame_ = PendingBlame{rank, status, how};
+        blame_deadline_ = Clock::now() + kBlameGrace;
+      }
+      return;
+    }
+    blame(rank, status, how);
+  }
+
+  // Names the rank that ended the job and ends the others.
+  void blame(int rank, int status, std::string how) {  // by value: may come from pending_blame_
+    pending_blame_.reset();
+    blame_deadline_.reset();
+    exit_status_ = status;
+    std::string line =
+        "rank " + std::to_string(rank) + " (" + ranks_[size_t(rank)].process + ") " + how;
+    if (any_running()) line += "; terminating the job";
+    say(line);
+    // A stopped rank (SIGSTOP, a debugger) never fails by itself: the
+    // others time out waiting for it, and the first of them is named
+    // above. Say so.
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      if (ranks_[r].running && !ranks_[r].remote && is_stopped(ranks_[r].pid))
+        say("rank " + std::to_string(r) + " (" + ranks_[r].process +
+            ") is stopped (SIGSTOP or a debugger): the others may have waited for it");
+    terminate();
+  }
+
+  void settle_pending_blame() {
+    if (pending_blame_ && (!blame_deadline_ || Clock::now() >= *blame_deadline_ || !any_running()))
+      blame(pending_blame_->rank, pending_blame_->status, pending_blame_->how);
   }
 
   void on_signal(int signo) {
@@ -475,6 +524,7 @@ class Job {
   }
 
   void check_deadlines() {
+    settle_pending_blame();
     auto now = Clock::now();
     if (job_deadline_ && !terminating_ && now >= *job_deadline_ && any_running()) {
       timed_out_ = true;
@@ -533,6 +583,13 @@ class Job {
   bool timed_out_ = false;
   bool terminating_ = false;
   int signals_forwarded_ = 0;
+  struct PendingBlame {
+    int rank;
+    int status;
+    std::string how;
+  };
+  std::optional<PendingBlame> pending_blame_;
+  std::optional<Clock::time_point> blame_deadline_;
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
   std::optional<Clock::time_point> give_up_deadline_;
