@@ -7,6 +7,7 @@ PKGS=(
   meson ninja-build g++ pkg-config
   clang                                              # the clang build (scripts/test.sh)
   libclang-rt-dev                                    # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
+  valgrind                                           # memcheck of a job (tests/mp: mp_valgrind_*)
   cmake build-essential dpkg-dev debhelper lintian   # scripts/package-test.sh
   man-db groff-base                                  # man, groff: man/check-man.sh
   libgtest-dev libgmock-dev
