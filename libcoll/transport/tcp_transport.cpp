@@ -372,15 +372,24 @@ class TcpTransport final : public Transport {
         fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: bind to %s (COLL_TCP_IFACE=%s)",
                    ip_string(sa.sin_addr).c_str(), iface_knob.c_str());
     } else {
-      sa.sin_addr.s_addr = htonl(INADDR_ANY);
-      if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-        fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: bind");
-      published_.bound_any = 1;
+      // The address it announces (the first that is not loopback, else
+      // 127.0.0.1), and only that: not every address of the host (issue
+      // 15), so that the port is not offered on interfaces the job does not
+      // use. Peers on this host reach it there too. Should that bind fail,
+      // every address, as before (same-namespace peers then use 127.0.0.1).
       inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
       for (const auto& [name, a] : interface_addresses()) {
         if (ntohl(a.s_addr) >> 24 == 127) continue;  // loopback
         sa.sin_addr = a;
         break;
+      }
+      if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        const in_addr announced = sa.sin_addr;
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+          fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: bind");
+        published_.bound_any = 1;
+        sa.sin_addr = announced;
       }
     }
     if (listen(fd.get(), SOMAXCONN) != 0)

@@ -300,14 +300,16 @@ TEST_F(Fault, MismatchedAlltoallvCountsAreAnArgumentError) {
 // (collrun's safety net died with collrun). The next job's ranks remove it
 // (a coll-* segment of this user whose owner is gone), and the new job runs.
 TEST_F(Fault, SegmentsOfAJobKilledDuringSetupAreRemovedByTheNextJob) {
-  const JobResult killed = run(2, {}, "die-in-setup");
+  // On shm whatever the suite's transport (tcp_mp_faults runs this driver
+  // with COLL_TRANSPORT=tcp): segments are what this is about.
+  const JobResult killed = run(2, {"COLL_TRANSPORT=shm"}, "die-in-setup");
   const std::string id = job_id_of(killed.output);
   ASSERT_FALSE(id.empty()) << "rank 0 did not print the job id";
   EXPECT_EQ(killed.signal, SIGKILL) << "collrun was not killed";
   const std::string leftover = "coll-" + id + "-0";
   ASSERT_TRUE(coll_shm_entries().count(leftover))
       << "no leftover to clean: the scenario did not happen (/dev/shm/" << leftover << ")";
-  const JobResult next = run(2, {}, "ok");
+  const JobResult next = run(2, {"COLL_TRANSPORT=shm"}, "ok");
   EXPECT_TRUE(next.exited && next.exit_status == 0) << next.output;
   EXPECT_EQ(count_lines_containing(next.output, {"ok status=0"}), 2) << next.output;
   EXPECT_FALSE(coll_shm_entries().count(leftover))

@@ -454,7 +454,9 @@ class Impostor {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(a.port);
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    // Where the rank listens: its announced address (it binds only that),
+    // or loopback when it had to bind every address.
+    inet_pton(AF_INET, a.bound_any ? "127.0.0.1" : a.ip, &sa.sin_addr);
     if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
       const int err = errno;
       close(fd);
@@ -701,6 +703,17 @@ TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
     }
     Impostor imp(rank);
     const tcp_wire::Address peer = imp.join();
+    // The port is on the announced address only: not on loopback (nor any
+    // other address) when the announced one is another.
+    if (!peer.bound_any && std::strcmp(peer.ip, "127.0.0.1") != 0) {
+      tcp_wire::Address loopback = peer;
+      loopback.bound_any = 1;  // dial() then uses 127.0.0.1
+      errno = 0;
+      const int on_loopback = Impostor::dial(loopback);
+      CHILD_CHECK(on_loopback < 0 && errno == ECONNREFUSED,
+                  "rank 1 listens on 127.0.0.1 too (announced %s): fd %d, %s", peer.ip,
+                  on_loopback, std::strerror(errno));
+    }
     int junk = Impostor::dial(peer);
     CHILD_CHECK(junk >= 0 && Impostor::send_all(junk, "hello there, this is no hello", 29), "junk");
     int wrong = Impostor::dial(peer);
