@@ -31,6 +31,7 @@
 #include "launch_agent.hpp"
 #include "launch_options.hpp"
 #include "output_forwarder.hpp"
+#include "process_state.hpp"
 #include "rank_environment.hpp"
 #include "rank_process.hpp"
 #include "rendezvous_server.hpp"
@@ -63,17 +64,10 @@ void say(const std::string& line) {
   [[maybe_unused]] ssize_t ignored = ::write(2, text.data(), text.size());
 }
 
-// Whether the process is stopped (state T or t in /proc/PID/stat).
+// Whether the process is stopped (SIGSTOP, or traced by a debugger).
 bool is_stopped(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  std::FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  char line[512] = {};
-  const bool got = std::fgets(line, sizeof line, f) != nullptr;
-  std::fclose(f);
-  const char* paren = got ? std::strrchr(line, ')') : nullptr;  // "pid (comm) S ..."
-  return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+  const char state = coll::process_state(pid);
+  return state == 'T' || state == 't';
 }
 
 // The secret's bytes, from the hex that the ranks get.

@@ -36,8 +36,9 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kHelloWithin = std::chrono::seconds(10);
 
 // Unidentified connections held at once, at least: past the limit the
-// oldest goes, so that a flood of strangers delays a real rank's hello
-// by their number at most and never refuses it.
+// oldest goes, so that idle strangers cannot keep a real rank out (a rank
+// answers its challenge at once; a flood that opens more than the limit
+// within that round trip could still push it out).
 constexpr size_t kMinUnidentified = 64;
 
 std::shared_ptr<const std::string> shared_frame(std::string frame) {

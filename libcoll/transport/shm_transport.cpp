@@ -56,6 +56,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/unique_fd.hpp"
 #include "error.hpp"
+#include "process_state.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/region_table.hpp"
 #include "transport/shm_transport.hpp"
@@ -82,17 +83,7 @@ struct SegmentHeader {
 };
 
 // A process that has exited but is not yet reaped still answers kill(0).
-bool is_zombie(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
-  std::FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  char line[512] = {};
-  const bool got = std::fgets(line, sizeof line, f) != nullptr;
-  std::fclose(f);
-  const char* paren = got ? std::strrchr(line, ')') : nullptr;  // "pid (comm) S ..."
-  return paren && paren[1] == ' ' && paren[2] == 'Z';
-}
+bool is_zombie(pid_t pid) { return process_state(pid) == 'Z'; }
 
 size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 

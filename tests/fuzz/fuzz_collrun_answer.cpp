@@ -22,6 +22,7 @@
 #include "bootstrap/collrun_protocol.hpp"
 #include "error.hpp"
 #include "job_secret.hpp"
+#include "loopback_listener.hpp"
 
 namespace {
 
@@ -29,22 +30,16 @@ namespace proto = coll::collrun_protocol;
 const char* const kSecretHex = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
 const std::string kNonce(proto::kNonceBytes, 'n');
 
+// The harness's listener; the client's environment points at it.
 int listener() {
-  static int fd = [] {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    ::bind(l, reinterpret_cast<sockaddr*>(&address), length);
-    ::listen(l, 4);
-    ::getsockname(l, reinterpret_cast<sockaddr*>(&address), &length);
-    ::setenv("COLL_BOOTSTRAP", ("127.0.0.1:" + std::to_string(ntohs(address.sin_port))).c_str(), 1);
+  static const int fd = [] {
+    const fuzz::Listener& l = fuzz::loopback_listener();
+    ::setenv("COLL_BOOTSTRAP", ("127.0.0.1:" + std::to_string(l.port)).c_str(), 1);
     ::setenv("COLL_RANK", "0", 1);
     ::setenv("COLL_SIZE", "2", 1);
     ::setenv("COLL_JOBID", "fuzzjob", 1);
     ::setenv("COLL_JOB_SECRET", kSecretHex, 1);
-    return l;
+    return l.fd;
   }();
   return fd;
 }

@@ -25,6 +25,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
+#include "loopback_listener.hpp"
 #include "transport/tcp_transport.hpp"
 
 namespace {
@@ -52,24 +53,6 @@ class HarnessBootstrap final : public coll::Bootstrap {
  private:
   std::string peer_;
 };
-
-int listener(uint16_t* port) {
-  static uint16_t bound = 0;
-  static int fd = [] {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t n = sizeof a;
-    ::bind(l, reinterpret_cast<sockaddr*>(&a), n);
-    ::listen(l, 16);
-    ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &n);
-    bound = ntohs(a.sin_port);
-    return l;
-  }();
-  *port = bound;
-  return fd;
-}
 
 bool read_exactly(int fd, void* out, size_t n) {
   size_t got = 0;
@@ -116,8 +99,8 @@ std::string frames_from(const uint8_t* data, size_t size, uint32_t rkey, uint64_
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  uint16_t port = 0;
-  const int l = listener(&port);
+  const int l = fuzz::loopback_listener().fd;
+  const uint16_t port = fuzz::loopback_listener().port;
   Address peer{};
   peer.token = 0x1234;
   peer.port = port;
