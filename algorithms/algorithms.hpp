@@ -100,9 +100,23 @@ struct Args {
 // overwrites the source of a send.
 using AlgorithmFn = Task (*)(Channel&, const Args&);
 
+// The same algorithm as one synchronous call, for the smallest messages
+// (optional): it first checks that every wait this rank's part of the call
+// would make is already satisfied (a credit from each peer it sends to, the
+// message of each peer it receives from) and only then does the work, in
+// the coroutine's order; otherwise it returns false having done nothing,
+// and the coroutine runs. Since no wait is left, the deadlock argument of
+// the coroutine covers it. What it saves is the coroutine's frame and the
+// engine's queue: on a small blocking call they were half the
+// instructions. Called only where writes complete at post
+// (Channel::completes_at_post: no release or flush ever waits), for
+// blocking calls on an idle communicator.
+using NowFn = bool (*)(Channel&, const Args&);
+
 struct Algorithm {
   const char* name;
   AlgorithmFn run;
+  NowFn now = nullptr;
 };
 
 struct CollectiveInfo {
@@ -149,12 +163,15 @@ Task ring_allreduce(Channel& ch, const Args& args);
 Task tree_allreduce(Channel& ch, const Args& args);
 Task binomial_allreduce(Channel& ch, const Args& args);
 Task recursive_doubling_allreduce(Channel& ch, const Args& args);
+bool recursive_doubling_allreduce_now(Channel& ch, const Args& args);
 Task rabenseifner_allreduce(Channel& ch, const Args& args);
 Task ring_bcast(Channel& ch, const Args& args);
+bool ring_bcast_now(Channel& ch, const Args& args);
 Task binomial_bcast(Channel& ch, const Args& args);
 Task tree_bcast(Channel& ch, const Args& args);
 Task scatter_allgather_bcast(Channel& ch, const Args& args);
 Task linear_bcast(Channel& ch, const Args& args);
+bool linear_bcast_now(Channel& ch, const Args& args);
 Task tree_barrier(Channel& ch, const Args& args);
 Task dissemination_barrier(Channel& ch, const Args& args);
 Task ring_allgather(Channel& ch, const Args& args);

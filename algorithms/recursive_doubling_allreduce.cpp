@@ -65,4 +65,27 @@ Task recursive_doubling_allreduce(Channel& ch, const Args& a) {
   if (takes_fold) co_await f.send_all(r - 1, f.out);
 }
 
+// A power of two ranks (nobody folds) and one chunk: every step's partner
+// is another rank, so every step's credit and partner message can be asked
+// before the first send; then the steps run as above.
+bool recursive_doubling_allreduce_now(Channel& ch, const Args& a) {
+  const DoublingFrame f(ch, a);
+  if (f.d.extra != 0 || a.count > f.chunk_elems) return false;
+  for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
+    const int peer = f.rank_of(f.v ^ mask);
+    if (!ch.can_send(peer) || !ch.message(peer, a.bytes)) return false;
+  }
+  const char* mine = f.in;
+  for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
+    const bool lower = (f.v & mask) == 0;
+    const int peer = f.rank_of(f.v ^ mask);
+    ch.send_now(peer, mine, a.bytes);
+    const void* data = ch.message(peer, a.bytes);
+    a.reduce(f.out, lower ? mine : data, lower ? data : mine, a.count);
+    ch.release_now(peer);
+    mine = f.out;
+  }
+  return true;
+}
+
 }  // namespace coll

@@ -18,15 +18,15 @@ constexpr Algorithm kAllreduce[] = {
     {"ring", ring_allreduce},
     {"tree", tree_allreduce},
     {"binomial", binomial_allreduce},
-    {"recursive_doubling", recursive_doubling_allreduce},
+    {"recursive_doubling", recursive_doubling_allreduce, recursive_doubling_allreduce_now},
     {"rabenseifner", rabenseifner_allreduce},
 };
 constexpr Algorithm kBcast[] = {
-    {"ring", ring_bcast},
+    {"ring", ring_bcast, ring_bcast_now},
     {"binomial", binomial_bcast},
     {"tree", tree_bcast},
     {"scatter_allgather", scatter_allgather_bcast},
-    {"linear", linear_bcast},
+    {"linear", linear_bcast, linear_bcast_now},
 };
 constexpr Algorithm kBarrier[] = {
     {"tree", tree_barrier},

@@ -43,4 +43,27 @@ Task ring_bcast(Channel& ch, const Args& a) {
   }
 }
 
+// One chunk, not zero-copy: each rank receives at most one message and
+// sends at most one, both asked before either is done.
+bool ring_bcast_now(Channel& ch, const Args& a) {
+  if (a.bytes == 0) return true;  // as the coroutine: no chunk, nothing sent
+  if (a.bytes > ch.slot_bytes() || ch.zero_copy(a.bytes)) return false;
+  const int n = ch.size(), r = ch.rank();
+  const int pos = ring::chain_position(r, a.root, n);
+  const int prev = ring::chain_prev(r, n), next = ring::chain_next(r, n);
+  const bool last = pos == n - 1;
+  auto* buf = static_cast<char*>(a.recvbuf);
+  if (!last && !ch.can_send(next)) return false;
+  if (pos == 0) {
+    ch.send_now(next, buf, a.bytes);
+    return true;
+  }
+  const void* data = ch.message(prev, a.bytes);
+  if (!data) return false;
+  if (!last) ch.send_now(next, data, a.bytes);
+  std::memcpy(buf, data, a.bytes);
+  ch.release_now(prev);
+  return true;
+}
+
 }  // namespace coll

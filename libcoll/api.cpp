@@ -228,7 +228,7 @@ int on_comm(coll_comm_t comm, Body body) {
 // persistent (init).
 enum class Mode { kBlocking, kNonblocking, kPersistent };
 
-int collective(coll_comm_t comm, coll::Coll c, const coll::Args& args, coll_request_t* request,
+int collective(coll_comm_t comm, coll::Coll c, coll::Args args, coll_request_t* request,
                Mode mode) {
   const bool blocking = mode == Mode::kBlocking, persistent = mode == Mode::kPersistent;
   return on_comm(comm, [&](CommEntry& entry, coll::Communicator& cm) {
@@ -237,15 +237,15 @@ int collective(coll_comm_t comm, coll::Coll c, const coll::Args& args, coll_requ
       coll::fail(COLL_ERR_INVALID_ARG, "%s: NULL request", coll::collective_info(c).name);
     EntryGuard guard(cm);
     if (blocking) {
-      coll::Operation& op = cm.blocking_op();
-      if (!cm.make_collective(c, args, false, op)) return;
+      coll::Operation* op = cm.blocking_call(c, args);
+      if (!op) return;
       {
         std::unique_lock<std::mutex> l(cm.progress_mutex(), std::defer_lock);
         if (ctx.locking()) l.lock();
-        cm.start(op);
+        cm.start(*op);
       }
-      ctx.wait(op);
-      if (op.status) throw coll::Error(op.status, op.message);
+      ctx.wait(*op);
+      if (op->status) throw coll::Error(op->status, op->message);
       return;
     }
     (void)entry;

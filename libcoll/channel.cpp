@@ -315,17 +315,17 @@ bool Channel::SendWait::try_now() {
 Channel::RecvWait Channel::recv(int peer, size_t len) { return RecvWait(*this, peer, len, false); }
 
 bool Channel::RecvWait::try_now() {
-  if (!is_direct && ch.line_message(peer, len)) {
-    data = ch.try_lines(peer, len);
-    return data != nullptr;
-  }
-  if (!ch.try_flag(peer, is_direct ? len | kDirectBit : len)) return false;
-  if (!is_direct) {
-    const int k = int(ch.received_[size_t(peer)] % uint64_t(ch.layout_.num_slots));
-    data = ch.window_ + (len <= WindowLayout::kInlineBytes ? ch.layout_.inline_data(peer, k)
-                                                           : ch.layout_.slot(peer, k));
-  }
-  return true;
+  if (is_direct) return ch.try_flag(peer, len | kDirectBit);
+  data = ch.message(peer, len);
+  return data != nullptr;
+}
+
+const void* Channel::message(int peer, size_t len) {
+  if (line_message(peer, len)) return try_lines(peer, len);
+  if (!try_flag(peer, len)) return nullptr;
+  const int k = int(received_[size_t(peer)] % uint64_t(layout_.num_slots));
+  return window_ + (len <= WindowLayout::kInlineBytes ? layout_.inline_data(peer, k)
+                                                      : layout_.slot(peer, k));
 }
 
 Channel::ReleaseWait Channel::release(int peer) { return ReleaseWait(*this, peer); }

@@ -188,6 +188,23 @@ class Channel {
   // releases its slot.
   Task recv_direct(int peer, size_t len);
 
+  // --- the synchronous form of an algorithm (algorithms.hpp, NowFn) -----
+  // Where writes complete when they are posted (no signaled writes: every
+  // transport but RDMA), no send waits for its source and no release or
+  // flush for forwarded writes; a wait is then only for a credit or for a
+  // message, and both can be asked before anything is done.
+  bool completes_at_post() const { return !needs_registration_; }
+  // Whether a send to peer would go at once (one of our slots is free).
+  bool can_send(int peer) const { return credit_ready(peer); }
+  // A send once can_send(peer) said yes; len <= slot_bytes().
+  void send_now(int peer, const void* src, size_t len) { do_send(peer, src, len); }
+  // The next message from peer if it is there, else nullptr: what
+  // co_await recv(peer, len) gives, valid until release. Nothing is
+  // consumed, so asking again gives the same message.
+  const void* message(int peer, size_t len);
+  // A release where completes_at_post().
+  void release_now(int peer) { do_release(peer); }
+
   // --- per operation ---------------------------------------------------
   // The registrations of the running operation: pin() adds to them, sends
   // look their sources up in them. The communicator points the channel at

@@ -41,6 +41,7 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
       ctx.config().zcopy_threshold.value_or(t.default_zcopy_threshold()), id);
   flush_.emplace(*channel_);
   if (ctx.config().check_args && size() > 1) arg_check_ = std::make_unique<ArgCheck>(size());
+  fast_path_ = ctx.config().fast_path && channel_->completes_at_post();
 }
 
 Communicator::~Communicator() {
@@ -105,31 +106,60 @@ const Algorithm* Communicator::choose(Coll c, const Args& args) {
   return algo;
 }
 
-bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {
+const Algorithm* Communicator::check_and_choose(Coll c, Args& args) {
+  const CollectiveInfo& info = collective_info(c);
+  info.check(args, size(), rank());
+  const Algorithm* algo = choose(c, args);
+  if (!info.empty(args) && size() > 1) return algo;
+  if (failed_status_)
+    throw Error(failed_status_, "the communicator failed earlier: " + failed_message_);
+  if (!info.empty(args)) info.local(args);
+  return nullptr;
+}
+
+// The operation's fields for a call that pins nothing at init, in line:
+// every blocking and non-blocking call's path.
+void Communicator::prepare_plain(Coll c, const Algorithm* algo, Operation& op) {
+  const CollectiveInfo& info = collective_info(c);
+  op.comm = this;
+  op.collective = info.name;
+  op.info = &info;
+  op.persistent = false;
+  op.algorithm = algo;
+}
+
+Operation* Communicator::blocking_call(Coll c, Args& args) {
   // COLL_CHECK_ARGS: this test is all that the normal path pays for it.
   if (arg_check_) [[unlikely]]
+    return make_checked(c, args, false, blocking_op_) ? &blocking_op_ : nullptr;
+  const Algorithm* algo = check_and_choose(c, args);
+  if (!algo) return nullptr;
+  if (algo->now && fast_path_) {
+    std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
+    if (ctx_.locking()) l.lock();
+    if (run_now(*algo, args)) return nullptr;
+  }
+  // The arguments are copied only here: the synchronous form works on the
+  // caller's.
+  blocking_op_.args = args;
+  prepare_plain(c, algo, blocking_op_);
+  return &blocking_op_;
+}
+
+bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {
+  if (arg_check_) [[unlikely]]
     return make_checked(c, args, persistent, op);
-  const CollectiveInfo& info = collective_info(c);
   op.args = args;
+  if (!persistent) [[likely]] {
+    const Algorithm* algo = check_and_choose(c, op.args);
+    if (!algo) return false;
+    prepare_plain(c, algo, op);
+    return true;
+  }
+  const CollectiveInfo& info = collective_info(c);
   info.check(op.args, size(), rank());
   const Algorithm* algo = choose(c, op.args);
   const bool trivial = info.empty(op.args) || size() == 1;
-  if (trivial && !persistent) {
-    if (failed_status_)
-      throw Error(failed_status_, "the communicator failed earlier: " + failed_message_);
-    if (!info.empty(op.args)) info.local(op.args);
-    return false;
-  }
-  if (!persistent) [[likely]] {
-    // prepare()'s part for a call that pins nothing at init, in line: this
-    // is every blocking call's path.
-    op.comm = this;
-    op.collective = info.name;
-    op.info = &info;
-    op.persistent = false;
-    op.algorithm = algo;
-    return true;
-  }
   prepare(info, trivial ? nullptr : algo, persistent, op);
   if (trivial) {
     // A persistent call that moves nothing still starts and completes.
@@ -206,6 +236,21 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
   op->collective = what;
   op->body = std::move(body);
   return op;
+}
+
+bool Communicator::run_now(const Algorithm& algo, const Args& args) {
+  if (head_ || failed_status_ || ctx_.others_pending(*this)) return false;
+  try {
+    if (!algo.now(*channel_, args)) return false;
+  } catch (const Error& e) {
+    // A message of the wrong length: as in a task, the ranks are out of
+    // step now (sticky).
+    ++calls_;
+    fail(e.status(), e.what());
+    throw;
+  }
+  ++calls_;
+  return true;
 }
 
 void Communicator::start(Operation& op) {

@@ -77,6 +77,12 @@ class Communicator {
   // prepared, a call that moves nothing too: its task first agrees on the
   // arguments (arg_check.hpp).
   bool make_collective(Coll c, const Args& args, bool persistent, Operation& op);
+  // A blocking call, checked (args in place) and chosen as make_collective
+  // does. nullptr when it is done here: it moves nothing, or its
+  // algorithm's synchronous form (algorithms.hpp, NowFn) finished it at
+  // once; else blocking_op(), prepared, for the caller to start and wait
+  // on.
+  Operation* blocking_call(Coll c, Args& args);
   // The operation blocking calls reuse (a blocking call is complete before
   // it returns, and a communicator is entered by one thread at a time).
   Operation& blocking_op() { return blocking_op_; }
@@ -120,6 +126,17 @@ class Communicator {
 
  private:
   const Algorithm* choose(Coll c, const Args& args);
+  // Checks args (in place) and chooses the algorithm; nullptr when the call
+  // moves nothing (count 0, or one rank), which is then done here.
+  const Algorithm* check_and_choose(Coll c, Args& args);
+  void prepare_plain(Coll c, const Algorithm* algo, Operation& op);
+  // The call done at once by algo's synchronous form, when every wait of it
+  // is already satisfied: no task, no queue. False having done nothing
+  // otherwise. Only on an idle communicator that has not failed, and only
+  // while no other communicator has queued operations: a call that waits
+  // advances those, and this one must not skip that. The caller holds the
+  // progress lock where threads meet.
+  bool run_now(const Algorithm& algo, const Args& args);
   // The part of make_collective after the check: op joins this
   // communicator; algo (nullptr: nothing to move) runs at each start.
   void prepare(const CollectiveInfo& info, const Algorithm* algo, bool persistent, Operation& op);
@@ -151,6 +168,8 @@ class Communicator {
   // COLL_CHECK_ARGS=1 on more than one rank: its scratch; nullptr
   // otherwise, the one thing the normal path tests.
   std::unique_ptr<ArgCheck> arg_check_;
+  // COLL_FAST_PATH and a channel where writes complete at post.
+  bool fast_path_ = false;
   int failed_status_ = 0;
   std::string failed_message_;
   std::mutex progress_mutex_;

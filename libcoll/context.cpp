@@ -355,6 +355,10 @@ void Context::progress_transport() {
   poll_and_route_completions(*transport_, boot_->rank());
 }
 
+bool Context::others_pending(const Communicator& comm) const {
+  return pending_count_.load(std::memory_order_acquire) > (comm.listed_pending ? 1u : 0u);
+}
+
 // The communicators with queued operations, other than the one a waiter
 // drives itself: a rank waiting on one communicator may be the peer another
 // rank needs on a second one. Where threads meet, one that another thread

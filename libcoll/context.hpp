@@ -78,6 +78,10 @@ class Context {
   bool test(Operation& op);
   // The communicator has queued operations: waiters on others advance it.
   void note_pending(Communicator* comm);
+  // Whether a communicator other than comm may have queued operations
+  // (that a waiting call would advance). comm stays listed after its own
+  // operations ended until another waiter drops it (advance_others).
+  bool others_pending(const Communicator& comm) const;
   // Polls the transport and routes completions to their channels.
   void progress_transport();
 

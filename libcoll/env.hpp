@@ -44,6 +44,10 @@ struct Config {
   // COLL_CHECK_ARGS=1: every collective first agrees on its arguments
   // across the communicator (libcoll/arg_check.hpp).
   bool check_args = false;
+  // COLL_FAST_PATH=0: small blocking calls always run as coroutines, never
+  // in their algorithm's synchronous form (algorithms.hpp, NowFn). For
+  // tests and measurements of the general path.
+  bool fast_path = true;
 };
 
 // Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.
