@@ -101,22 +101,33 @@ struct Args {
 using AlgorithmFn = Task (*)(Channel&, const Args&);
 
 // The same algorithm as one synchronous call, for the smallest messages
-// (optional): it first checks that every wait this rank's part of the call
-// would make is already satisfied (a credit from each peer it sends to, the
-// message of each peer it receives from) and only then does the work, in
-// the coroutine's order; otherwise it returns false having done nothing,
-// and the coroutine runs. Since no wait is left, the deadlock argument of
-// the coroutine covers it. What it saves is the coroutine's frame and the
-// engine's queue: on a small blocking call they were half the
-// instructions. Called only where writes complete at post
-// (Channel::completes_at_post: no release or flush ever waits), for
+// (optional). It runs this rank's part in the coroutine's order without
+// suspending: a broadcast's form first asks every wait it would make (a
+// credit from each peer it sends to, the message of each peer it receives
+// from) and does nothing unless all are satisfied; an exchange's form
+// sends, and when a message it needs is not there yet, hands the call over
+// in `rest`: a coroutine of the same algorithm that continues from exactly
+// that point (a broadcast's never does). Returns true when the call is
+// done; false otherwise, with `rest` empty (nothing was done: the
+// coroutine runs from the start) or set. args outlives the call (`rest`
+// refers to it). Every step is one the coroutine would take, in its
+// order, so the coroutine's deadlock argument covers it. What it saves is
+// the coroutine's frame and the engine's queue: on a small blocking call
+// they were half the instructions. Called only where writes complete at
+// post (Channel::completes_at_post: no release or flush ever waits), for
 // blocking calls on an idle communicator.
-using NowFn = bool (*)(Channel&, const Args&);
+using NowFn = bool (*)(Channel&, const Args&, Task& rest);
 
 struct Algorithm {
   const char* name;
   AlgorithmFn run;
   NowFn now = nullptr;
+  // Whether `now` is worth retrying for a few polls before the coroutine
+  // runs: only where data flows one way (a broadcast), so that what this
+  // rank waits for never waits for this rank. In an exchange both partners
+  // would retry, each waiting for the other's message before sending its
+  // own, and both would lose the polls.
+  bool retry_now = false;
 };
 
 struct CollectiveInfo {
@@ -163,15 +174,15 @@ Task ring_allreduce(Channel& ch, const Args& args);
 Task tree_allreduce(Channel& ch, const Args& args);
 Task binomial_allreduce(Channel& ch, const Args& args);
 Task recursive_doubling_allreduce(Channel& ch, const Args& args);
-bool recursive_doubling_allreduce_now(Channel& ch, const Args& args);
+bool recursive_doubling_allreduce_now(Channel& ch, const Args& args, Task& rest);
 Task rabenseifner_allreduce(Channel& ch, const Args& args);
 Task ring_bcast(Channel& ch, const Args& args);
-bool ring_bcast_now(Channel& ch, const Args& args);
+bool ring_bcast_now(Channel& ch, const Args& args, Task& rest);
 Task binomial_bcast(Channel& ch, const Args& args);
 Task tree_bcast(Channel& ch, const Args& args);
 Task scatter_allgather_bcast(Channel& ch, const Args& args);
 Task linear_bcast(Channel& ch, const Args& args);
-bool linear_bcast_now(Channel& ch, const Args& args);
+bool linear_bcast_now(Channel& ch, const Args& args, Task& rest);
 Task tree_barrier(Channel& ch, const Args& args);
 Task dissemination_barrier(Channel& ch, const Args& args);
 Task ring_allgather(Channel& ch, const Args& args);

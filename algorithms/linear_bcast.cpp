@@ -31,7 +31,7 @@ Task linear_bcast(Channel& ch, const Args& a) {
 
 // One chunk: the root sends once to every rank, each asked first; a
 // receiver takes one message.
-bool linear_bcast_now(Channel& ch, const Args& a) {
+bool linear_bcast_now(Channel& ch, const Args& a, Task& /*rest: never*/) {
   if (a.bytes == 0) return true;  // as the coroutine: no chunk, nothing sent
   if (a.bytes > ch.slot_bytes()) return false;
   const int n = ch.size(), r = ch.rank();

@@ -26,11 +26,17 @@
 
 namespace coll {
 
+namespace {
+
 // The steps are written out here rather than through run_folded and
 // DoublingFrame::exchange (as Rabenseifner does): this is the algorithm of
 // the smallest messages, where each nested task's frame and ramp (about
 // 130 instructions) would show; only ranks that fold pay for one.
-Task recursive_doubling_allreduce(Channel& ch, const Args& a) {
+//
+// From the step of first_mask on (1: the whole call). first_sent: this
+// rank's first chunk of that step is sent already: the synchronous form
+// below hands a call over here when a partner's message is not there yet.
+Task steps_from(Channel& ch, const Args& a, int first_mask, bool first_sent) {
   const DoublingFrame f(ch, a);
   const int r = ch.rank();
   if (f.v < 0) {  // folded: hand the data to r + 1, get the result back
@@ -45,13 +51,14 @@ Task recursive_doubling_allreduce(Channel& ch, const Args& a) {
       a.reduce(f.out + at * f.es, data, f.in + at * f.es, len);  // r - 1's operand first
     });
   }
-  const char* mine = takes_fold ? f.out : f.in;
-  for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
+  const char* mine = takes_fold || first_mask > 1 ? f.out : f.in;
+  for (int mask = first_mask; mask < f.d.pof2; mask <<= 1) {
     const bool lower = (f.v & mask) == 0;
     const int peer = f.rank_of(f.v ^ mask);
     for (size_t c = 0; c < a.count; c += f.chunk_elems) {
       const size_t len = std::min(f.chunk_elems, a.count - c);
-      co_await ch.send(peer, mine + c * f.es, len * f.es);
+      if (!(first_sent && mask == first_mask && c == 0))
+        co_await ch.send(peer, mine + c * f.es, len * f.es);
       const void* data = co_await ch.recv(peer, len * f.es);
       // The chunk just sent is overwritten by the reduction when it lives
       // in recvbuf: Channel::send wants its source unchanged until a flush.
@@ -65,22 +72,30 @@ Task recursive_doubling_allreduce(Channel& ch, const Args& a) {
   if (takes_fold) co_await f.send_all(r - 1, f.out);
 }
 
-// A power of two ranks (nobody folds) and one chunk: every step's partner
-// is another rank, so every step's credit and partner message can be asked
-// before the first send; then the steps run as above.
-bool recursive_doubling_allreduce_now(Channel& ch, const Args& a) {
+}  // namespace
+
+Task recursive_doubling_allreduce(Channel& ch, const Args& a) { return steps_from(ch, a, 1, false); }
+
+// A power of two ranks (nobody folds) and one chunk: the steps above, each
+// send made at once when its slot is free and each partner message taken
+// when it is there; at the first that is not, steps_from continues.
+bool recursive_doubling_allreduce_now(Channel& ch, const Args& a, Task& rest) {
   const DoublingFrame f(ch, a);
   if (f.d.extra != 0 || a.count > f.chunk_elems) return false;
-  for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
-    const int peer = f.rank_of(f.v ^ mask);
-    if (!ch.can_send(peer) || !ch.message(peer, a.bytes)) return false;
-  }
   const char* mine = f.in;
   for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
     const bool lower = (f.v & mask) == 0;
     const int peer = f.rank_of(f.v ^ mask);
+    if (!ch.can_send(peer)) {
+      if (mask > 1) rest = steps_from(ch, a, mask, false);
+      return false;
+    }
     ch.send_now(peer, mine, a.bytes);
     const void* data = ch.message(peer, a.bytes);
+    if (!data) {
+      rest = steps_from(ch, a, mask, true);
+      return false;
+    }
     a.reduce(f.out, lower ? mine : data, lower ? data : mine, a.count);
     ch.release_now(peer);
     mine = f.out;

@@ -45,7 +45,7 @@ Task ring_bcast(Channel& ch, const Args& a) {
 
 // One chunk, not zero-copy: each rank receives at most one message and
 // sends at most one, both asked before either is done.
-bool ring_bcast_now(Channel& ch, const Args& a) {
+bool ring_bcast_now(Channel& ch, const Args& a, Task& /*rest: never*/) {
   if (a.bytes == 0) return true;  // as the coroutine: no chunk, nothing sent
   if (a.bytes > ch.slot_bytes() || ch.zero_copy(a.bytes)) return false;
   const int n = ch.size(), r = ch.rank();

@@ -88,7 +88,7 @@ const Blocker* Communicator::blocked() const {
   return head_ ? const_cast<Communicator*>(this)->blocked_on(*head_) : nullptr;
 }
 
-const Algorithm* Communicator::choose(Coll c, const Args& args) {
+[[gnu::always_inline]] inline const Algorithm* Communicator::choose(Coll c, const Args& args) {
   const Algorithm* algo = ctx_.forced(c);
   if (!algo) {
     // The last choice is kept with the sizes it holds for: programs repeat
@@ -106,7 +106,7 @@ const Algorithm* Communicator::choose(Coll c, const Args& args) {
   return algo;
 }
 
-const Algorithm* Communicator::check_and_choose(Coll c, Args& args) {
+[[gnu::always_inline]] inline const Algorithm* Communicator::check_and_choose(Coll c, Args& args) {
   const CollectiveInfo& info = collective_info(c);
   info.check(args, size(), rank());
   const Algorithm* algo = choose(c, args);
@@ -134,15 +134,18 @@ Operation* Communicator::blocking_call(Coll c, Args& args) {
     return make_checked(c, args, false, blocking_op_) ? &blocking_op_ : nullptr;
   const Algorithm* algo = check_and_choose(c, args);
   if (!algo) return nullptr;
+  Task rest;
   if (algo->now && fast_path_) {
     std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
     if (ctx_.locking()) l.lock();
-    if (run_now(*algo, args)) return nullptr;
+    if (run_now(*algo, args, rest)) return nullptr;
   }
   // The arguments are copied only here: the synchronous form works on the
-  // caller's.
+  // caller's (and a `rest` it handed over refers to those, which live
+  // until the blocking call returns).
   blocking_op_.args = args;
   prepare_plain(c, algo, blocking_op_);
+  blocking_op_.task = std::move(rest);  // empty: begin() makes the task
   return &blocking_op_;
 }
 
@@ -238,10 +241,21 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
   return op;
 }
 
-bool Communicator::run_now(const Algorithm& algo, const Args& args) {
+[[gnu::always_inline]] inline bool Communicator::run_now(const Algorithm& algo, const Args& args, Task& rest) {
   if (head_ || failed_status_ || ctx_.others_pending(*this)) return false;
   try {
-    if (!algo.now(*channel_, args)) return false;
+    // Where it pays (Algorithm::retry_now), the polls a wait would spin,
+    // here: on a quiet machine the message of a small broadcast is usually
+    // a few polls away, and the coroutine and the engine cost more than the
+    // polls. None where ranks outnumber CPUs (the sender needs ours to
+    // run). Bounded whatever COLL_SPIN_POLLS says: these polls check no
+    // timeout and no dead peer.
+    const uint64_t retries = algo.retry_now ? std::min<uint64_t>(ctx_.spin_polls(), 1024) : 0;
+    for (uint64_t polls = retries;; --polls) {
+      if (algo.now(*channel_, args, rest)) break;
+      if (rest || polls == 0) return false;
+      ctx_.progress_transport();  // tcp applies incoming frames here
+    }
   } catch (const Error& e) {
     // A message of the wrong length: as in a task, the ranks are out of
     // step now (sticky).

@@ -130,13 +130,14 @@ class Communicator {
   // moves nothing (count 0, or one rank), which is then done here.
   const Algorithm* check_and_choose(Coll c, Args& args);
   void prepare_plain(Coll c, const Algorithm* algo, Operation& op);
-  // The call done at once by algo's synchronous form, when every wait of it
-  // is already satisfied: no task, no queue. False having done nothing
-  // otherwise. Only on an idle communicator that has not failed, and only
-  // while no other communicator has queued operations: a call that waits
-  // advances those, and this one must not skip that. The caller holds the
-  // progress lock where threads meet.
-  bool run_now(const Algorithm& algo, const Args& args);
+  // The call done at once by algo's synchronous form (no task, no queue)
+  // when its waits are satisfied. False otherwise, with rest empty (nothing
+  // was done) or the coroutine that continues the call. Only on an idle
+  // communicator that has not failed, and only while no other communicator
+  // has queued operations: a call that waits advances those, and this one
+  // must not skip that. The caller holds the progress lock where threads
+  // meet.
+  bool run_now(const Algorithm& algo, const Args& args, Task& rest);
   // The part of make_collective after the check: op joins this
   // communicator; algo (nullptr: nothing to move) runs at each start.
   void prepare(const CollectiveInfo& info, const Algorithm* algo, bool persistent, Operation& op);

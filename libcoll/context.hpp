@@ -84,6 +84,8 @@ class Context {
   bool others_pending(const Communicator& comm) const;
   // Polls the transport and routes completions to their channels.
   void progress_transport();
+  // The polls a wait spins before anything else (wait_policy.hpp).
+  uint64_t spin_polls() const { return wait_params_.spin_polls; }
 
  private:
   struct Pacing;
