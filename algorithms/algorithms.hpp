@@ -100,34 +100,48 @@ struct Args {
 // overwrites the source of a send.
 using AlgorithmFn = Task (*)(Channel&, const Args&);
 
+// The polls a synchronous form (NowFn) may spend waiting: the polls a wait
+// spins before anything else (none where ranks outnumber CPUs: the peer
+// needs ours to run), each of which drives the transport (tcp applies
+// incoming frames there). Bounded: these polls check no timeout and no
+// dead peer; the coroutine's waits do.
+struct Polls {
+  uint64_t left = 0;
+  void (*drive)(void*) = nullptr;
+  void* arg = nullptr;
+  // One more poll, if any is left (driving the transport first).
+  bool next() {
+    if (left == 0) return false;
+    --left;
+    drive(arg);
+    return true;
+  }
+};
+
 // The same algorithm as one synchronous call, for the smallest messages
 // (optional). It runs this rank's part in the coroutine's order without
-// suspending: a broadcast's form first asks every wait it would make (a
-// credit from each peer it sends to, the message of each peer it receives
-// from) and does nothing unless all are satisfied; an exchange's form
-// sends, and when a message it needs is not there yet, hands the call over
-// in `rest`: a coroutine of the same algorithm that continues from exactly
-// that point (a broadcast's never does). Returns true when the call is
-// done; false otherwise, with `rest` empty (nothing was done: the
-// coroutine runs from the start) or set. args outlives the call (`rest`
-// refers to it). Every step is one the coroutine would take, in its
-// order, so the coroutine's deadlock argument covers it. What it saves is
-// the coroutine's frame and the engine's queue: on a small blocking call
-// they were half the instructions. Called only where writes complete at
-// post (Channel::completes_at_post: no release or flush ever waits), for
-// blocking calls on an idle communicator.
-using NowFn = bool (*)(Channel&, const Args&, Task& rest);
+// suspending, polling (polls.next()) where it waits. A broadcast's form
+// waits for every credit and message of its part before it does anything,
+// and does nothing if they do not come within the polls: what it waits for
+// never waits for this rank. An exchange cannot wait for its partner's
+// message before sending its own (both would wait), so its form sends
+// first, and when a message it needs does not come within the polls it
+// hands the call over in `rest`: a coroutine of the same algorithm that
+// continues from exactly that point. Returns true when the call is done;
+// false otherwise, with `rest` empty (nothing was done: the coroutine runs
+// from the start) or set. args outlives the call (`rest` refers to it).
+// Every step is one the coroutine would take, in its order, so the
+// coroutine's deadlock argument covers it. What it saves is the
+// coroutine's frame and the engine's queue and pacing: on a small blocking
+// call they were half the instructions. Called only where writes complete
+// at post (Channel::completes_at_post: no release or flush ever waits),
+// for blocking calls on an idle communicator.
+using NowFn = bool (*)(Channel&, const Args&, Polls& polls, Task& rest);
 
 struct Algorithm {
   const char* name;
   AlgorithmFn run;
   NowFn now = nullptr;
-  // Whether `now` is worth retrying for a few polls before the coroutine
-  // runs: only where data flows one way (a broadcast), so that what this
-  // rank waits for never waits for this rank. In an exchange both partners
-  // would retry, each waiting for the other's message before sending its
-  // own, and both would lose the polls.
-  bool retry_now = false;
 };
 
 struct CollectiveInfo {
@@ -174,15 +188,15 @@ Task ring_allreduce(Channel& ch, const Args& args);
 Task tree_allreduce(Channel& ch, const Args& args);
 Task binomial_allreduce(Channel& ch, const Args& args);
 Task recursive_doubling_allreduce(Channel& ch, const Args& args);
-bool recursive_doubling_allreduce_now(Channel& ch, const Args& args, Task& rest);
+bool recursive_doubling_allreduce_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task rabenseifner_allreduce(Channel& ch, const Args& args);
 Task ring_bcast(Channel& ch, const Args& args);
-bool ring_bcast_now(Channel& ch, const Args& args, Task& rest);
+bool ring_bcast_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task binomial_bcast(Channel& ch, const Args& args);
 Task tree_bcast(Channel& ch, const Args& args);
 Task scatter_allgather_bcast(Channel& ch, const Args& args);
 Task linear_bcast(Channel& ch, const Args& args);
-bool linear_bcast_now(Channel& ch, const Args& args, Task& rest);
+bool linear_bcast_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task tree_barrier(Channel& ch, const Args& args);
 Task dissemination_barrier(Channel& ch, const Args& args);
 Task ring_allgather(Channel& ch, const Args& args);

@@ -29,21 +29,24 @@ Task linear_bcast(Channel& ch, const Args& a) {
   }
 }
 
-// One chunk: the root sends once to every rank, each asked first; a
-// receiver takes one message.
-bool linear_bcast_now(Channel& ch, const Args& a, Task& /*rest: never*/) {
+// One chunk: the root sends once to every rank, a receiver takes one
+// message; every credit or the message is waited for before anything is
+// done.
+bool linear_bcast_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
   if (a.bytes == 0) return true;  // as the coroutine: no chunk, nothing sent
   if (a.bytes > ch.slot_bytes()) return false;
   const int n = ch.size(), r = ch.rank();
   auto* buf = static_cast<char*>(a.recvbuf);
   if (r == a.root) {
     for (int i = 1; i < n; ++i)
-      if (!ch.can_send((a.root + i) % n)) return false;
+      while (!ch.can_send((a.root + i) % n))
+        if (!polls.next()) return false;
     for (int i = 1; i < n; ++i) ch.send_now((a.root + i) % n, buf, a.bytes);
     return true;
   }
-  const void* data = ch.message(a.root, a.bytes);
-  if (!data) return false;
+  const void* data;
+  while (!(data = ch.message(a.root, a.bytes)))
+    if (!polls.next()) return false;
   std::memcpy(buf, data, a.bytes);
   ch.release_now(a.root);
   return true;

@@ -76,25 +76,30 @@ Task steps_from(Channel& ch, const Args& a, int first_mask, bool first_sent) {
 
 Task recursive_doubling_allreduce(Channel& ch, const Args& a) { return steps_from(ch, a, 1, false); }
 
-// A power of two ranks (nobody folds) and one chunk: the steps above, each
-// send made at once when its slot is free and each partner message taken
-// when it is there; at the first that is not, steps_from continues.
-bool recursive_doubling_allreduce_now(Channel& ch, const Args& a, Task& rest) {
+// A power of two ranks (nobody folds) and one chunk: the steps above,
+// each send made once its slot is free and each partner message taken once
+// it is there; at the first wait that outlasts the polls, steps_from
+// continues.
+bool recursive_doubling_allreduce_now(Channel& ch, const Args& a, Polls& polls, Task& rest) {
   const DoublingFrame f(ch, a);
   if (f.d.extra != 0 || a.count > f.chunk_elems) return false;
   const char* mine = f.in;
   for (int mask = 1; mask < f.d.pof2; mask <<= 1) {
     const bool lower = (f.v & mask) == 0;
     const int peer = f.rank_of(f.v ^ mask);
-    if (!ch.can_send(peer)) {
-      if (mask > 1) rest = steps_from(ch, a, mask, false);
-      return false;
+    while (!ch.can_send(peer)) {
+      if (!polls.next()) {
+        if (mask > 1) rest = steps_from(ch, a, mask, false);
+        return false;
+      }
     }
     ch.send_now(peer, mine, a.bytes);
-    const void* data = ch.message(peer, a.bytes);
-    if (!data) {
-      rest = steps_from(ch, a, mask, true);
-      return false;
+    const void* data;
+    while (!(data = ch.message(peer, a.bytes))) {
+      if (!polls.next()) {
+        rest = steps_from(ch, a, mask, true);
+        return false;
+      }
     }
     a.reduce(f.out, lower ? mine : data, lower ? data : mine, a.count);
     ch.release_now(peer);

@@ -22,11 +22,11 @@ constexpr Algorithm kAllreduce[] = {
     {"rabenseifner", rabenseifner_allreduce},
 };
 constexpr Algorithm kBcast[] = {
-    {"ring", ring_bcast, ring_bcast_now, true},
+    {"ring", ring_bcast, ring_bcast_now},
     {"binomial", binomial_bcast},
     {"tree", tree_bcast},
     {"scatter_allgather", scatter_allgather_bcast},
-    {"linear", linear_bcast, linear_bcast_now, true},
+    {"linear", linear_bcast, linear_bcast_now},
 };
 constexpr Algorithm kBarrier[] = {
     {"tree", tree_barrier},

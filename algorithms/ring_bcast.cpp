@@ -44,8 +44,8 @@ Task ring_bcast(Channel& ch, const Args& a) {
 }
 
 // One chunk, not zero-copy: each rank receives at most one message and
-// sends at most one, both asked before either is done.
-bool ring_bcast_now(Channel& ch, const Args& a, Task& /*rest: never*/) {
+// sends at most one; both are waited for before either is done.
+bool ring_bcast_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
   if (a.bytes == 0) return true;  // as the coroutine: no chunk, nothing sent
   if (a.bytes > ch.slot_bytes() || ch.zero_copy(a.bytes)) return false;
   const int n = ch.size(), r = ch.rank();
@@ -53,14 +53,11 @@ bool ring_bcast_now(Channel& ch, const Args& a, Task& /*rest: never*/) {
   const int prev = ring::chain_prev(r, n), next = ring::chain_next(r, n);
   const bool last = pos == n - 1;
   auto* buf = static_cast<char*>(a.recvbuf);
-  if (!last && !ch.can_send(next)) return false;
-  if (pos == 0) {
-    ch.send_now(next, buf, a.bytes);
-    return true;
-  }
-  const void* data = ch.message(prev, a.bytes);
-  if (!data) return false;
+  const void* data = buf;
+  while (!(last || ch.can_send(next)) || (pos != 0 && !(data = ch.message(prev, a.bytes))))
+    if (!polls.next()) return false;
   if (!last) ch.send_now(next, data, a.bytes);
+  if (pos == 0) return true;
   std::memcpy(buf, data, a.bytes);
   ch.release_now(prev);
   return true;

@@ -241,24 +241,16 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
   return op;
 }
 
-[[gnu::always_inline]] inline bool Communicator::run_now(const Algorithm& algo, const Args& args, Task& rest) {
+[[gnu::always_inline]] inline bool Communicator::run_now(const Algorithm& algo,
+                                                          const Args& args, Task& rest) {
   if (head_ || failed_status_ || ctx_.others_pending(*this)) return false;
+  Polls polls{std::min<uint64_t>(ctx_.spin_polls(), 1024),
+              [](void* c) { static_cast<Context*>(c)->progress_transport(); }, &ctx_};
   try {
-    // Where it pays (Algorithm::retry_now), the polls a wait would spin,
-    // here: on a quiet machine the message of a small broadcast is usually
-    // a few polls away, and the coroutine and the engine cost more than the
-    // polls. None where ranks outnumber CPUs (the sender needs ours to
-    // run). Bounded whatever COLL_SPIN_POLLS says: these polls check no
-    // timeout and no dead peer.
-    const uint64_t retries = algo.retry_now ? std::min<uint64_t>(ctx_.spin_polls(), 1024) : 0;
-    for (uint64_t polls = retries;; --polls) {
-      if (algo.now(*channel_, args, rest)) break;
-      if (rest || polls == 0) return false;
-      ctx_.progress_transport();  // tcp applies incoming frames here
-    }
+    if (!algo.now(*channel_, args, polls, rest)) return false;
   } catch (const Error& e) {
-    // A message of the wrong length: as in a task, the ranks are out of
-    // step now (sticky).
+    // A message of the wrong length or a failed transport: as in a task,
+    // the ranks are out of step now (sticky).
     ++calls_;
     fail(e.status(), e.what());
     throw;

@@ -29,15 +29,16 @@ constexpr const char* kOps[COLL_OP_COUNT] = {"sum", "prod", "min", "max",
 
 }  // namespace
 
-bool valid_datatype(int datatype) {
-  return datatype >= 0 && datatype < COLL_DATATYPE_COUNT;
+// The sizes in line in the header are these.
+constexpr bool sizes_agree() {
+  for (int t = 0; t < COLL_DATATYPE_COUNT; ++t)
+    if (kTypes[t].size != detail::kDatatypeSizes[t]) return false;
+  return true;
 }
-bool valid_op(int op) { return op >= 0 && op < COLL_OP_COUNT; }
+static_assert(sizes_agree(), "datatype.hpp's kDatatypeSizes disagrees with kTypes");
+
 bool is_integer_type(int datatype) {
   return valid_datatype(datatype) && kTypes[datatype].integer;
-}
-size_t datatype_size(int datatype) {
-  return valid_datatype(datatype) ? kTypes[datatype].size : 0;
 }
 const char* datatype_name(int datatype) {
   return valid_datatype(datatype) ? kTypes[datatype].name : "unknown";

@@ -12,10 +12,18 @@
 
 namespace coll {
 
-bool valid_datatype(int datatype);
-bool valid_op(int op);
+// In line (every call checks its datatype; a call into the library for a
+// range check and a table read showed on a small collective).
+inline bool valid_datatype(int datatype) { return datatype >= 0 && datatype < COLL_DATATYPE_COUNT; }
+inline bool valid_op(int op) { return op >= 0 && op < COLL_OP_COUNT; }
 bool is_integer_type(int datatype);
-size_t datatype_size(int datatype);  // 0 for an unknown datatype
+namespace detail {
+inline constexpr size_t kDatatypeSizes[COLL_DATATYPE_COUNT] = {1, 2, 4, 8, 1, 2, 4, 8, 4, 8, 2, 2};
+}
+// 0 for an unknown datatype.
+inline size_t datatype_size(int datatype) {
+  return valid_datatype(datatype) ? detail::kDatatypeSizes[datatype] : 0;
+}
 const char* datatype_name(int datatype);
 const char* op_name(int op);
 
