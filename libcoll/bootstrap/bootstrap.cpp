@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <system_error>
 
 #include "error.hpp"
+#include "job_secret.hpp"
 
 extern char** environ;
 
@@ -19,12 +21,17 @@ namespace {
 // A job of one: allgather hands back the caller's own blob.
 class SingletonBootstrap final : public Bootstrap {
  public:
-  SingletonBootstrap() : job_id_("single" + std::to_string(static_cast<long>(::getpid()))) {}
+  // A job of one has no peer to prove anything to: its secret is only
+  // there so that no bootstrap hands a transport an empty one.
+  SingletonBootstrap()
+      : job_id_("single" + std::to_string(static_cast<long>(::getpid()))),
+        secret_(secure_random_bytes(job_secret::kSecretBytes, "a singleton's job secret")) {}
 
   const char* name() const override { return "singleton"; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string job_id() const override { return job_id_; }
+  const std::string& secret() const override { return secret_; }
 
  protected:
   std::vector<std::string> exchange(const std::string& mine, double /*timeout_s*/) override {
@@ -33,6 +40,7 @@ class SingletonBootstrap final : public Bootstrap {
 
  private:
   std::string job_id_;
+  std::string secret_;
 };
 
 std::unique_ptr<Bootstrap> announce(std::unique_ptr<Bootstrap> bootstrap) {
@@ -68,6 +76,14 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine, double ti
   } catch (const Error&) {
     failure_ = std::current_exception();
     throw;
+  }
+}
+
+std::string secure_random_bytes(size_t n, const char* what) {
+  try {
+    return job_secret::random_bytes(n);
+  } catch (const std::system_error& e) {
+    fail(COLL_ERR_NO_RESOURCES, "no random bytes for %s: %s", what, e.what());
   }
 }
 

@@ -3,6 +3,7 @@
 // moves by one-sided writes through a Transport.
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <memory>
 #include <string>
@@ -20,6 +21,12 @@ class Bootstrap {
   // A string that names this job and no other running one on this host:
   // used in names of shared-memory segments so that a launcher can clean up.
   virtual std::string job_id() const = 0;
+  // The job's secret (job_secret.hpp): job_secret::kSecretBytes bytes that
+  // every rank of this job holds and no other process does. What a
+  // transport's connections prove (tcp); never printed. collrun hands it to
+  // its ranks (COLL_JOB_SECRET), PMIx carries rank 0's through its
+  // key-value store, a singleton makes its own.
+  virtual const std::string& secret() const = 0;
 
   // Collective over all ranks: every rank passes its blob, every rank gets
   // all blobs indexed by rank. Bounded by timeout_s; throws coll::Error
@@ -37,6 +44,11 @@ class Bootstrap {
  private:
   std::exception_ptr failure_;
 };
+
+// n bytes from getrandom(2) for a secret or a nonce (job_secret::
+// random_bytes in libcoll's error model): COLL_ERR_NO_RESOURCES, naming
+// `what`, when the kernel has none to give.
+std::string secure_random_bytes(size_t n, const char* what);
 
 // Chooses from the environment: PMIx server, then collrun (COLL_BOOTSTRAP
 // set), then a singleton.

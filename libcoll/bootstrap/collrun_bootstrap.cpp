@@ -295,7 +295,7 @@ class CollrunBootstrap final : public Bootstrap {
           !reader.done())
         fail_protocol(*challenge, "its challenge (a collrun of another libcoll version?)");
     }
-    const std::string rank_nonce = job_secret::random_bytes(proto::kNonceBytes);
+    const std::string rank_nonce = secure_random_bytes(proto::kNonceBytes, "a rendezvous nonce");
     const uint64_t pid = static_cast<uint64_t>(::getpid());
     const std::string statement =
         proto::hello_statement(proto::kVersion, static_cast<uint32_t>(rank_),
@@ -346,6 +346,7 @@ class CollrunBootstrap final : public Bootstrap {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string job_id() const override { return job_id_; }
+  const std::string& secret() const override { return secret_; }
 
  protected:
   std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {

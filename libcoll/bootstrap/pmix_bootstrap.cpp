@@ -16,12 +16,14 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
+#include "job_secret.hpp"
 
 namespace coll {
 namespace {
@@ -135,6 +137,26 @@ class PmixBootstrap final : public Bootstrap {
   int rank() const override { return static_cast<int>(me_.rank); }
   int size() const override { return size_; }
   std::string job_id() const override { return job_id_; }
+  const std::string& secret() const override { return secret_; }
+
+  // The job's secret (Bootstrap::secret): rank 0 makes it, and the
+  // key-value store carries it to every rank through this bootstrap's own
+  // allgather (PMIx_Put, fence, PMIx_Get). The store is the job's: a PMIx
+  // server serves the processes it launched, which prove who they are when
+  // they connect (its psec check: the uid, or munge), so another user's
+  // process cannot read it. COLL_JOB_SECRET is not used here: inherited
+  // from an enclosing collrun job, or set on one node only, it need not be
+  // the same on every rank, and the store's is.
+  void share_secret(double timeout_s) {
+    const std::string mine =
+        rank() == 0 ? secure_random_bytes(job_secret::kSecretBytes, "the job secret") : "";
+    const std::vector<std::string> all = allgather(mine, timeout_s);
+    if (all.empty() || all[0].size() != job_secret::kSecretBytes)
+      fail(COLL_ERR_INTERNAL,
+           "PMIx bootstrap: rank 0's job secret came as %zu bytes, not %zu (namespace %s)",
+           all.empty() ? size_t(0) : all[0].size(), job_secret::kSecretBytes, me_.nspace);
+    secret_ = all[0];
+  }
 
  protected:
   std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {
@@ -216,6 +238,7 @@ class PmixBootstrap final : public Bootstrap {
   std::string job_id_;
   uint64_t epoch_;
   uint64_t round_ = 0;
+  std::string secret_;  // its bytes
 };
 
 void debug_note(const char* fmt, const char* detail) {
@@ -259,7 +282,12 @@ std::unique_ptr<Bootstrap> make_pmix_bootstrap(double timeout_s) {
          "namespace %s",
          static_cast<unsigned long long>(size), static_cast<int>(value->type), me.rank, me.nspace);
   auto bootstrap = std::make_unique<PmixBootstrap>(me, static_cast<int>(size));
-  finalize_guard.keep = true;
+  finalize_guard.keep = true;  // the bootstrap's destructor balances PMIx_Init now
+  bootstrap->share_secret(timeout_s);
+  if (std::getenv(job_secret::kEnv))
+    debug_note("libcoll: %s is not used under PMIx: the job secret is rank 0's, from the PMIx "
+               "key-value store\n",
+               job_secret::kEnv);
   return bootstrap;
 }
 

@@ -21,13 +21,15 @@ namespace coll::test {
 
 class FileBootstrap final : public Bootstrap {
  public:
-  FileBootstrap(std::string dir, int rank, int size)
-      : dir_(std::move(dir)), rank_(rank), size_(size) {}
+  // secret: the job's (Bootstrap::secret), the same bytes in every rank.
+  FileBootstrap(std::string dir, int rank, int size, std::string secret)
+      : dir_(std::move(dir)), rank_(rank), size_(size), secret_(std::move(secret)) {}
 
   const char* name() const override { return "test-files"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string job_id() const override { return std::filesystem::path(dir_).filename(); }
+  const std::string& secret() const override { return secret_; }
 
  protected:
   std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {
@@ -68,6 +70,7 @@ class FileBootstrap final : public Bootstrap {
   std::string dir_;
   int rank_;
   int size_;
+  std::string secret_;
   int round_ = 0;
 };
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "error.hpp"
+#include "job_secret.hpp"
 #include "tests/rdma/file_bootstrap.hpp"
 #include "transport/transport.hpp"
 
@@ -62,6 +63,8 @@ inline std::vector<int> run_forked_ranks(const char* tag, int size, const Forked
     return std::vector<int>(size_t(size), -1);
   }
   const std::string dir = made;
+  // Made before the fork: every rank holds the same one, as a launcher's.
+  const std::string secret = job_secret::random_bytes(job_secret::kSecretBytes);
   std::fflush(nullptr);
   std::vector<pid_t> pids;
   for (int r = 0; r < size; ++r) {
@@ -70,7 +73,7 @@ inline std::vector<int> run_forked_ranks(const char* tag, int size, const Forked
       g_child_rank = r;
       int status = 1;
       try {
-        FileBootstrap boot(dir, r, size);
+        FileBootstrap boot(dir, r, size, secret);
         status = body(boot, dir);
       } catch (const Error& e) {
         std::fprintf(stderr, "rank %d: coll::Error %d: %s\n", r, e.status(), e.what());
