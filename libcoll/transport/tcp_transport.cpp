@@ -1,14 +1,27 @@
 // TCP backend: the transport contract over one TCP stream per pair of
 // ranks, for nodes without RDMA.
 //
-// Setup. Each rank listens on an ephemeral port, publishes {token, address,
-// port, host} through the bootstrap, connects to every higher rank (its
-// listen backlog completes the handshake, so the connects never wait for
-// the peer to call accept) and then accepts one connection from every lower
-// rank. The first bytes on a connection are a Hello naming the connecting
-// rank and quoting the accepting rank's token; a connection that does not
-// say exactly that is closed and ignored. The listener is closed once every
-// peer is connected: nothing can connect afterwards.
+// Setup. Each rank listens on an ephemeral port, publishes {address, port,
+// host} through the bootstrap, and then, in one loop, dials every higher
+// rank and accepts every lower one. A connection is authenticated both
+// ways before it carries a frame (tcp_wire::Challenge / Hello / Welcome):
+// the accepting rank sends a fresh nonce, the connecting one answers with
+// HMAC-SHA256 keyed by the job's secret (Bootstrap::secret: collrun's
+// COLL_JOB_SECRET, or rank 0's through PMIx) over a label, both ranks,
+// the job size and the nonces, and the accepting one proves the secret
+// back. The published address is not a credential: anyone on the host can
+// read the port (/proc/net/tcp), and the bootstrap's data is no secret
+// from the job's own user's processes.
+//
+// Strangers (issue 15): before its hello is verified a connection is read
+// only up to the hello's fixed size; it has 10 s (kHelloWithinSeconds) to
+// send it; at most kMaxStrangers wait at once, and past that the oldest is
+// dropped, so a flood of connections costs sockets, not a real rank's
+// place, and a real rank that was dropped dials again. A refused
+// connection is closed without a word: a stranger learns nothing, and the
+// setup timeout message lists what was ignored (what the strangers said,
+// never an expected value). The listener is closed once every lower rank
+// is in: nothing can connect afterwards.
 //
 // Knobs:
 //   COLL_TCP_ADDR=a[,b...]  listen on the first of these IPv4 addresses that
@@ -57,7 +70,6 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -67,12 +79,14 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <string>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/unique_fd.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "job_secret.hpp"
 #include "transport/anonymous_windows.hpp"
 #include "transport/host_identity.hpp"
 
@@ -81,8 +95,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using tcp_wire::Address;
+using tcp_wire::Challenge;
 using tcp_wire::FrameHeader;
 using tcp_wire::Hello;
+using tcp_wire::Welcome;
 
 // Payloads up to this size are gathered whole before they are applied (an
 // 8-byte flag must land as one store, and a frame cut short by a lost peer
@@ -95,6 +111,13 @@ constexpr size_t kStageBytes = 64 * 1024;
 constexpr size_t kDirectReceive = 16 * 1024;
 // recv calls per peer and progress pass: the other peers get their turn.
 constexpr int kReceivesPerPass = 16;
+// A connection has this long to say its hello once challenged (a real
+// rank answers at once: it is in its own setup loop).
+constexpr int kHelloWithinSeconds = 10;
+// Unidentified connections held at once, and accepted per pass of the
+// setup loop (see accept_strangers).
+constexpr size_t kMaxStrangers = 64;
+constexpr int kAcceptsPerPass = 16;
 
 Clock::time_point deadline_after(double seconds) {
   return Clock::now() +
@@ -139,17 +162,6 @@ void tune_connection(int fd) {
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, 10);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL, 5);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPCNT, 3);
-}
-
-uint64_t random_token() {
-  uint64_t token = 0;
-  while (token == 0) {
-    if (getrandom(&token, sizeof token, 0) != sizeof token) {
-      // No entropy source: the token only keeps strangers out.
-      token = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(getpid()) << 32);
-    }
-  }
-  return token;
 }
 
 // Where the bytes of the frame being received go.
@@ -290,7 +302,37 @@ class TcpTransport final : public Transport {
  private:
   // --- setup ---------------------------------------------------------
 
+  // An outgoing connection to a higher rank, until its welcome is verified.
+  struct Dial {
+    enum State { kIdle, kConnecting, kAwaitChallenge, kAwaitWelcome, kDone } state = kIdle;
+    UniqueFd fd;
+    const char* ip = "";  // where it dials (the announced address, or loopback)
+    uint16_t port = 0;
+    Challenge challenge{};
+    Hello hello{};
+    Welcome welcome{};
+    size_t got = 0;                  // bytes of the challenge or welcome read so far
+    Clock::time_point redial_at{};   // kIdle after a drop: when to dial again
+    int drops = 0;                   // connections the peer closed before its welcome
+    std::string last_drop;           // why the latest ended
+  };
+
+  // An accepted connection that has not yet proved that a rank of this job
+  // made it: it has sent nothing but (part of) a hello.
+  struct Stranger {
+    UniqueFd fd;
+    Clock::time_point expires;
+    Challenge challenge{};
+    Hello hello{};
+    size_t got = 0;
+    bool gone = false;
+  };
+
   void connect_all(Bootstrap& boot) {
+    secret_ = boot.secret();
+    if (secret_.size() != job_secret::kSecretBytes)
+      fail(COLL_ERR_INTERNAL, "tcp transport: the %s bootstrap gave a job secret of %zu bytes, not %zu",
+           boot.name(), secret_.size(), job_secret::kSecretBytes);
     UniqueFd listener = listen_socket();
     const auto all = boot.allgather(
         std::string(reinterpret_cast<const char*>(&published_), sizeof published_), timeout_s_);
@@ -307,10 +349,7 @@ class TcpTransport final : public Transport {
       addresses[size_t(r)].host[sizeof Address::host - 1] = 0;
       addresses[size_t(r)].netns[sizeof Address::netns - 1] = 0;
     }
-    const auto deadline = deadline_after(timeout_s_);
-    for (int q = rank_ + 1; q < size_; ++q)
-      if (peers_[size_t(q)].reach) connect_to(q, addresses[size_t(q)], deadline);
-    accept_lower_ranks(listener.get(), deadline);
+    handshake_all(std::move(listener), addresses, deadline_after(timeout_s_));
     for (int q = 0; q < size_; ++q) {
       Peer& p = peers_[size_t(q)];
       if (!p.reach) continue;
@@ -327,7 +366,6 @@ class TcpTransport final : public Transport {
   // Binds the listening socket as the knobs say and fills published_.
   UniqueFd listen_socket() {
     std::memset(&published_, 0, sizeof published_);  // padding too: it is sent
-    published_.token = random_token();
     std::snprintf(published_.host, sizeof published_.host, "%s", host_identity().c_str());
     // "net:[4026531992]": names the network namespace ("" where unreadable).
     (void)readlink("/proc/self/ns/net", published_.netns, sizeof published_.netns - 1);
@@ -403,141 +441,366 @@ class TcpTransport final : public Transport {
     return fd;
   }
 
-  void connect_to(int q, const Address& a, Clock::time_point deadline) {
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(a.port);
-    // 127.0.0.1 reaches the peer only from its own network namespace (ranks
-    // of one machine in several namespaces pose as several hosts).
-    const bool same_netns =
-        std::strcmp(a.host, published_.host) == 0 && std::strcmp(a.netns, published_.netns) == 0;
-    const char* ip = same_netns && a.bound_any ? "127.0.0.1" : a.ip;
-    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
-      fail(COLL_ERR_INTERNAL, "tcp transport: rank %d published address '%s'", q, ip);
-    UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd) fail_errno(COLL_ERR_NO_RESOURCES, errno, "tcp transport: socket");
-    int err = 0;
-    if (connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        pollfd pfd{fd.get(), POLLOUT, 0};
-        for (;;) {
-          const int ready = ::poll(&pfd, 1, millis_until(deadline));
-          if (ready > 0) break;
-          if (ready < 0 && errno != EINTR)
-            fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: poll during connect");
-          if (Clock::now() >= deadline) break;
-        }
-        socklen_t len = sizeof err;
-        err = ETIMEDOUT;
-        if (pfd.revents) getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  // Dials every reachable higher rank and accepts every reachable lower
+  // one, in one loop: a rank answers the challenges of its own connections
+  // while it accepts, so no two ranks wait for each other. Returns when
+  // every such peer's connection is authenticated both ways; the listener
+  // closes as soon as no lower rank is missing.
+  void handshake_all(UniqueFd listener, const std::vector<Address>& addresses,
+                     Clock::time_point deadline) {
+    std::vector<Dial> dials(static_cast<size_t>(size_));
+    int dialing = 0, missing = 0;
+    for (int q = 0; q < size_; ++q) {
+      if (!peers_[size_t(q)].reach) continue;
+      if (q > rank_) {
+        Dial& d = dials[size_t(q)];
+        const Address& a = addresses[size_t(q)];
+        // 127.0.0.1 reaches the peer only from its own network namespace
+        // (ranks of one machine in several namespaces pose as several
+        // hosts).
+        const bool same_netns = std::strcmp(a.host, published_.host) == 0 &&
+                                std::strcmp(a.netns, published_.netns) == 0;
+        d.ip = same_netns && a.bound_any ? "127.0.0.1" : a.ip;
+        d.port = a.port;
+        start_dial(q, d);
+        ++dialing;
+      } else {
+        ++missing;
       }
     }
-    if (err != 0)
-      fail_errno(err == ETIMEDOUT ? COLL_ERR_TIMEOUT : COLL_ERR_TRANSPORT, err,
-                 "tcp transport: rank %d cannot connect to rank %d at %s:%u (firewall? choose "
-                 "the network with COLL_TCP_IFACE or COLL_TCP_ADDR)",
-                 rank_, q, ip, unsigned(a.port));
-    const Hello hello{tcp_wire::kHelloMagic, uint32_t(rank_), uint32_t(size_), a.token};
+    if (missing == 0) listener.reset();
+    // accept_strangers takes what is queued and must not wait for more.
+    if (listener && fcntl(listener.get(), F_SETFL, fcntl(listener.get(), F_GETFL) | O_NONBLOCK) != 0)
+      fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: fcntl(O_NONBLOCK) on the listener");
+    std::deque<Stranger> strangers;
+    Ignored ignored;
+    std::vector<pollfd> fds;
+    std::vector<int> who;  // per entry of fds: a peer (dial), -1 - i (stranger i), or kListener
+    constexpr int kListener = std::numeric_limits<int>::min();
+    while (dialing > 0 || missing > 0) {
+      const auto now = Clock::now();
+      if (now > deadline) handshake_timeout(dials, ignored);
+      fds.clear();
+      who.clear();
+      Clock::time_point wake = deadline;
+      for (int q = rank_ + 1; q < size_; ++q) {
+        Dial& d = dials[size_t(q)];
+        if (d.state == Dial::kIdle && peers_[size_t(q)].reach) {
+          if (now >= d.redial_at) start_dial(q, d);
+          else wake = std::min(wake, d.redial_at);
+        }
+        if (d.state == Dial::kConnecting || d.state == Dial::kAwaitChallenge ||
+            d.state == Dial::kAwaitWelcome) {
+          fds.push_back({d.fd.get(), short(d.state == Dial::kConnecting ? POLLOUT : POLLIN), 0});
+          who.push_back(q);
+        }
+      }
+      for (size_t i = 0; i < strangers.size(); ++i) {
+        fds.push_back({strangers[i].fd.get(), POLLIN, 0});
+        who.push_back(-1 - int(i));
+        wake = std::min(wake, strangers[i].expires);
+      }
+      if (listener) {
+        fds.push_back({listener.get(), POLLIN, 0});
+        who.push_back(kListener);
+      }
+      if (::poll(fds.data(), fds.size(), millis_until(wake)) < 0 && errno != EINTR)
+        fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: poll during setup");
+      bool accept_ready = false;
+      for (size_t k = 0; k < fds.size(); ++k) {
+        if (!fds[k].revents) continue;
+        if (who[k] == kListener) {
+          accept_ready = true;
+        } else if (who[k] >= 0) {
+          if (advance_dial(who[k], dials[size_t(who[k])], deadline)) --dialing;
+        } else if (advance_stranger(strangers[size_t(-1 - who[k])], ignored)) {
+          --missing;
+        }
+      }
+      const auto later = Clock::now();
+      for (Stranger& s : strangers)
+        if (!s.gone && later >= s.expires) {
+          ignored.add("a connection that sent no hello within " +
+                      std::to_string(kHelloWithinSeconds) + " s");
+          s.gone = true;
+        }
+      std::erase_if(strangers, [](const Stranger& s) { return s.gone; });
+      if (missing == 0) {
+        // Every lower rank is in: nobody else may connect, and whoever
+        // is still unidentified is nobody this rank waits for.
+        listener.reset();
+        strangers.clear();
+      } else if (accept_ready) {
+        missing -= accept_strangers(listener.get(), strangers, ignored);
+      }
+    }
+  }
+
+  // Why connections were dropped, for the timeout message: the first few
+  // reasons and a count of the rest (a flood must not grow it).
+  struct Ignored {
+    std::string text;
+    size_t shown = 0, more = 0;
+    void add(const std::string& why) {
+      if (shown == 8) {
+        ++more;
+        return;
+      }
+      text += (text.empty() ? "" : "; ") + why;
+      ++shown;
+    }
+    std::string summary() const {
+      return more == 0 ? text : strfmt("%s; and %zu more", text.c_str(), more);
+    }
+  };
+
+  // Accepts what the listener has (a few per pass, so that hellos that
+  // arrived are read between batches) and challenges each new connection.
+  // Past kMaxStrangers the oldest stranger is dropped, unless its hello is
+  // in already: a flood costs the job nothing but these connections, and a
+  // real rank, which answers its challenge at once, is refused only when
+  // more strangers came in that moment than the table holds (and then
+  // dials again). Returns how many lower ranks got in while making room.
+  int accept_strangers(int listener, std::deque<Stranger>& strangers, Ignored& ignored) {
+    int joined = 0;
+    for (int i = 0; i < kAcceptsPerPass; ++i) {
+      int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: strangers first make room; only when there
+          // are none is this rank itself short of them.
+          if (strangers.empty())
+            fail_errno(COLL_ERR_NO_RESOURCES, errno,
+                       "tcp transport: rank %d cannot accept connections (one socket per peer: "
+                       "ulimit -n?)",
+                       rank_);
+          ignored.add("a connection dropped to make room (out of file descriptors)");
+          strangers.pop_front();
+        }
+        return joined;  // none left (EAGAIN), or it went away before accept (ECONNABORTED, ...)
+      }
+      Stranger s;
+      s.fd = UniqueFd(fd);
+      s.expires = Clock::now() + std::chrono::seconds(kHelloWithinSeconds);
+      s.challenge.magic = tcp_wire::kChallengeMagic;
+      const std::string nonce = secure_random_bytes(sizeof s.challenge.nonce, "a tcp challenge");
+      std::memcpy(s.challenge.nonce, nonce.data(), sizeof s.challenge.nonce);
+      // A new socket's send buffer takes 40 bytes whole; one that does not
+      // is nobody this rank can wait for.
+      if (send(fd, &s.challenge, sizeof s.challenge, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+          ssize_t(sizeof s.challenge)) {
+        ignored.add("a connection that closed before its challenge");
+        continue;
+      }
+      strangers.push_back(std::move(s));
+      while (strangers.size() > kMaxStrangers) {
+        Stranger& oldest = strangers.front();
+        if (advance_stranger(oldest, ignored)) ++joined;
+        if (!oldest.gone) ignored.add("a connection dropped to make room for newer ones");
+        strangers.pop_front();
+      }
+    }
+    return joined;
+  }
+
+  // Reads what a stranger sent (never past its hello). True when it is a
+  // lower rank of this job that has now proved it and been welcomed; gone
+  // is set when the connection is done with, either way.
+  bool advance_stranger(Stranger& s, Ignored& ignored) {
+    if (s.gone) return false;
+    ssize_t n = recv(s.fd.get(), reinterpret_cast<char*>(&s.hello) + s.got,
+                     sizeof(Hello) - s.got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) {
+      ignored.add(s.got == 0 ? "a connection that closed before its hello"
+                             : "a connection that closed in the middle of its hello");
+      s.gone = true;
+      return false;
+    }
+    s.got += size_t(n);
+    if (s.got < sizeof(Hello)) return false;
+    s.gone = true;
+    const std::string why = check_hello(s.hello, s.challenge);
+    if (!why.empty()) {
+      ignored.add(why);
+      return false;
+    }
+    Welcome welcome{tcp_wire::kWelcomeMagic, {}};
+    const auto proof = tcp_wire::welcome_proof(secret_, s.hello, s.challenge);
+    std::memcpy(welcome.proof, proof.data(), sizeof welcome.proof);
+    // As the challenge: a socket that has sent 88 bytes takes 40 whole.
+    if (send(s.fd.get(), &welcome, sizeof welcome, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        ssize_t(sizeof welcome)) {
+      ignored.add(strfmt("rank %u, whose connection closed before its welcome", s.hello.rank));
+      return false;
+    }
+    Peer& p = peers_[s.hello.rank];
+    const bool first = !p.fd;
+    // A second proved connection from a rank means that its first broke
+    // before our welcome reached it, and it dialled again: the newer is the
+    // one it uses.
+    p.fd = std::move(s.fd);
+    return first;
+  }
+
+  // Empty when the hello is from a lower rank of this job, to this rank,
+  // answering this connection's challenge; otherwise why it is refused. The
+  // proof is checked first, in constant time; the messages name what the
+  // stranger said, never what was expected.
+  std::string check_hello(const Hello& h, const Challenge& c) const {
+    if (h.magic != tcp_wire::kHelloMagic) return "a connection that is not a libcoll rank";
+    const auto want = tcp_wire::hello_proof(secret_, h, c);
+    if (!job_secret::equal(h.proof, want.data(), sizeof h.proof))
+      return strfmt("a connection claiming rank %u without this job's secret (another job, or "
+                    "a replayed hello)",
+                    h.rank);
+    // From here the hello is a rank's of this job: what it says is true.
+    if (h.reserved != 0 || h.size != uint32_t(size_) || h.target != uint32_t(rank_) ||
+        h.rank >= uint32_t(rank_) || !peers_[h.rank].reach)
+      return strfmt("a hello from rank %u of %u to rank %u, which does not connect here", h.rank,
+                    h.size, h.target);
+    return "";
+  }
+
+  void start_dial(int q, Dial& d) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(d.port);
+    if (inet_pton(AF_INET, d.ip, &sa.sin_addr) != 1)
+      fail(COLL_ERR_INTERNAL, "tcp transport: rank %d published address '%s'", q, d.ip);
+    d.fd.reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!d.fd) fail_errno(COLL_ERR_NO_RESOURCES, errno, "tcp transport: socket");
+    d.got = 0;
+    d.state = Dial::kConnecting;
+    if (connect(d.fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      d.state = Dial::kAwaitChallenge;
+    } else if (errno != EINPROGRESS) {
+      cannot_connect(q, d, errno);
+    }
+  }
+
+  [[noreturn]] void cannot_connect(int q, const Dial& d, int err) {
+    fail_errno(err == ETIMEDOUT ? COLL_ERR_TIMEOUT : COLL_ERR_TRANSPORT, err,
+               "tcp transport: rank %d cannot connect to rank %d at %s:%u (firewall? choose "
+               "the network with COLL_TCP_IFACE or COLL_TCP_ADDR)",
+               rank_, q, d.ip, unsigned(d.port));
+  }
+
+  // The peer closed a connection before its welcome: it dropped us (a flood
+  // filled its table, or it did not take our proof), or it is gone. Dial
+  // again a little later: a peer that is gone refuses the connection, and
+  // one whose secret differs refuses every hello until the timeout, whose
+  // message says so.
+  void redial_later(Dial& d, const char* why) {
+    d.fd.reset();
+    d.state = Dial::kIdle;
+    d.last_drop = why;
+    ++d.drops;
+    d.redial_at = Clock::now() + std::chrono::milliseconds(std::min(10 * d.drops, 200));
+  }
+
+  // Moves a dial on by what its socket says. True when it is done.
+  bool advance_dial(int q, Dial& d, Clock::time_point deadline) {
+    if (d.state == Dial::kConnecting) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(d.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) cannot_connect(q, d, err);
+      d.state = Dial::kAwaitChallenge;
+      return false;
+    }
+    char* into = d.state == Dial::kAwaitChallenge ? reinterpret_cast<char*>(&d.challenge)
+                                                  : reinterpret_cast<char*>(&d.welcome);
+    const size_t want = d.state == Dial::kAwaitChallenge ? sizeof(Challenge) : sizeof(Welcome);
+    ssize_t n = recv(d.fd.get(), into + d.got, want - d.got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) {
+      redial_later(d, d.state == Dial::kAwaitChallenge
+                          ? "it closed our connection before its challenge"
+                          : "it closed our connection after our hello");
+      return false;
+    }
+    d.got += size_t(n);
+    if (d.got < want) return false;
+    d.got = 0;
+    if (d.state == Dial::kAwaitChallenge) {
+      if (d.challenge.magic != tcp_wire::kChallengeMagic)
+        fail(COLL_ERR_TRANSPORT,
+             "tcp transport: rank %d connected to rank %d at %s:%u and got no libcoll tcp "
+             "challenge: not rank %d's port (the rank is gone, and another program has it?)",
+             rank_, q, d.ip, unsigned(d.port), q);
+      d.hello = Hello{tcp_wire::kHelloMagic, uint32_t(rank_), uint32_t(q), uint32_t(size_), 0, {},
+                      {}};
+      const std::string nonce = secure_random_bytes(sizeof d.hello.nonce, "a tcp hello");
+      std::memcpy(d.hello.nonce, nonce.data(), sizeof d.hello.nonce);
+      const auto proof = tcp_wire::hello_proof(secret_, d.hello, d.challenge);
+      std::memcpy(d.hello.proof, proof.data(), sizeof d.hello.proof);
+      if (!send_whole(d.fd.get(), &d.hello, sizeof d.hello, deadline)) {
+        redial_later(d, "its connection failed while we sent our hello");
+        return false;
+      }
+      d.state = Dial::kAwaitWelcome;
+      return false;
+    }
+    const auto proof = tcp_wire::welcome_proof(secret_, d.hello, d.challenge);
+    if (d.welcome.magic != tcp_wire::kWelcomeMagic ||
+        !job_secret::equal(d.welcome.proof, proof.data(), sizeof d.welcome.proof))
+      fail(COLL_ERR_TRANSPORT,
+           "tcp transport: rank %d connected to rank %d at %s:%u, whose welcome does not prove "
+           "this job's secret: not rank %d of this job (the rank is gone, and another process "
+           "has its port?)",
+           rank_, q, d.ip, unsigned(d.port), q);
+    peers_[size_t(q)].fd = std::move(d.fd);
+    d.state = Dial::kDone;
+    return true;
+  }
+
+  // send() of a few bytes on a connected socket, bounded by the deadline.
+  static bool send_whole(int fd, const void* data, size_t length, Clock::time_point deadline) {
     size_t sent = 0;
-    while (sent < sizeof hello) {
-      ssize_t n = send(fd.get(), reinterpret_cast<const char*>(&hello) + sent, sizeof hello - sent,
-                       MSG_NOSIGNAL);
+    while (sent < length) {
+      ssize_t n = send(fd, static_cast<const char*>(data) + sent, length - sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         sent += size_t(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EINTR) && Clock::now() < deadline) {
-        pollfd pfd{fd.get(), POLLOUT, 0};
+        pollfd pfd{fd, POLLOUT, 0};
         ::poll(&pfd, 1, millis_until(deadline));
       } else {
-        fail_errno(COLL_ERR_PEER_LOST, n < 0 ? errno : EPIPE,
-                   "tcp transport: rank %d cannot greet rank %d at %s:%u", rank_, q, ip,
-                   unsigned(a.port));
+        return false;
       }
     }
-    peers_[size_t(q)].fd = std::move(fd);
+    return true;
   }
 
-  // Accepts until every reachable lower rank has connected and said hello.
-  // Connections that do not greet correctly are closed: a port scanner or a
-  // stranger must not be able to end the job, nor to pose as a rank.
-  void accept_lower_ranks(int listener, Clock::time_point deadline) {
-    struct Pending {
-      UniqueFd fd;
-      Hello hello{};
-      size_t got = 0;
-    };
-    std::vector<Pending> pending;
-    int missing = 0;
-    for (int q = 0; q < rank_; ++q) missing += peers_[size_t(q)].reach;
-    std::string ignored;  // for the timeout message
-    while (missing > 0) {
-      if (Clock::now() > deadline) {
-        std::string ranks;
-        for (int q = 0; q < rank_; ++q)
-          if (peers_[size_t(q)].reach && !peers_[size_t(q)].fd) {
-            // append(), not "x" + std::to_string(): GCC 12 at -O3 warns
-            // (-Wrestrict, a false positive) inside that operator+.
-            if (!ranks.empty()) ranks += ' ';
-            ranks.append(std::to_string(q));
-          }
-        fail(COLL_ERR_TIMEOUT,
-             "tcp transport: rank %d waited %.0f s for connections from rank(s) %s on port %u "
-             "(firewall? COLL_TCP_IFACE / COLL_TCP_ADDR)%s%s",
-             rank_, timeout_s_, ranks.c_str(), unsigned(published_.port),
-             ignored.empty() ? "" : "; ignored: ", ignored.c_str());
+  [[noreturn]] void handshake_timeout(const std::vector<Dial>& dials, const Ignored& ignored) {
+    std::string in, out;
+    // append(), not "x" + std::to_string(): GCC 12 at -O3 warns
+    // (-Wrestrict, a false positive) inside that operator+.
+    for (int q = 0; q < rank_; ++q)
+      if (peers_[size_t(q)].reach && !peers_[size_t(q)].fd) {
+        if (!in.empty()) in += ' ';
+        in.append(std::to_string(q));
       }
-      std::vector<pollfd> fds{{listener, POLLIN, 0}};
-      for (const Pending& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), millis_until(deadline)) < 0 && errno != EINTR)
-        fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: poll while accepting");
-      // Greetings first (indices of `fds` match `pending` until it changes).
-      for (size_t i = pending.size(); i-- > 0;) {
-        if (!fds[i + 1].revents) continue;
-        Pending& p = pending[i];
-        ssize_t n = recv(p.fd.get(), reinterpret_cast<char*>(&p.hello) + p.got,
-                         sizeof(Hello) - p.got, MSG_DONTWAIT);
-        std::string why;
-        if (n > 0) {
-          p.got += size_t(n);
-          if (p.got < sizeof(Hello)) continue;
-          why = check_hello(p.hello);
-          if (why.empty()) {
-            peers_[p.hello.rank].fd = std::move(p.fd);
-            --missing;
-          }
-        } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-          continue;
-        } else {
-          why = "closed before its hello";
-        }
-        if (!why.empty()) ignored += (ignored.empty() ? "" : "; ") + why;
-        pending.erase(pending.begin() + std::ptrdiff_t(i));
-      }
-      if (fds[0].revents) {
-        int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0) {
-          pending.push_back(Pending{UniqueFd(fd)});
-        } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          fail_errno(COLL_ERR_NO_RESOURCES, errno,
-                     "tcp transport: rank %d cannot accept connections (one socket per peer: "
-                     "ulimit -n?)",
-                     rank_);
-        }  // else the connection went away before accept (ECONNABORTED, ...)
-      }
+    for (int q = rank_ + 1; q < size_; ++q) {
+      const Dial& d = dials[size_t(q)];
+      if (!peers_[size_t(q)].reach || d.state == Dial::kDone) continue;
+      if (!out.empty()) out += "; ";
+      out.append(strfmt("rank %d at %s:%u", q, d.ip, unsigned(d.port)));
+      if (d.drops > 0)
+        out.append(strfmt(" (%s, %d time(s): is its COLL_JOB_SECRET this rank's?)",
+                          d.last_drop.c_str(), d.drops));
     }
-  }
-
-  // Empty when the hello comes from a lower rank of this job that has not
-  // connected yet; otherwise why it is refused.
-  std::string check_hello(const Hello& h) const {
-    if (h.magic != tcp_wire::kHelloMagic) return "a connection that is not a libcoll rank";
-    if (h.token != published_.token || h.size != uint32_t(size_))
-      return strfmt("a connection claiming rank %u with a wrong token (another job?)", h.rank);
-    if (h.rank >= uint32_t(rank_) || !peers_[h.rank].reach)
-      return strfmt("a connection claiming rank %u, which does not connect to rank %d", h.rank,
-                    rank_);
-    if (peers_[h.rank].fd) return strfmt("a second connection claiming rank %u", h.rank);
-    return "";
+    std::string what;
+    if (!in.empty())
+      what = strfmt("connections from rank(s) %s on port %u", in.c_str(),
+                    unsigned(published_.port));
+    if (!out.empty()) what += (what.empty() ? "" : ", and ") + ("a welcome from " + out);
+    const std::string dropped = ignored.summary();
+    fail(COLL_ERR_TIMEOUT,
+         "tcp transport: rank %d waited %.0f s for %s (firewall? COLL_TCP_IFACE / "
+         "COLL_TCP_ADDR)%s%s",
+         rank_, timeout_s_, what.c_str(), dropped.empty() ? "" : "; ignored: ", dropped.c_str());
   }
 
   // --- sending -------------------------------------------------------
@@ -841,6 +1104,7 @@ class TcpTransport final : public Transport {
   const RegionEntry* regions_ = nullptr;        // what incoming writes are checked against
   AnonymousWindows windows_{"tcp"};             // tcp alone; unused in shm+tcp
   Address published_{};
+  std::string secret_;  // the job's (Bootstrap::secret): what the handshake proves
   UniqueFd epoll_;
   std::vector<Peer> peers_;
   std::deque<Completion> completions_;
@@ -851,6 +1115,41 @@ class TcpTransport final : public Transport {
 };
 
 }  // namespace
+
+namespace tcp_wire {
+namespace {
+
+// What both proofs of a handshake are over: who speaks to whom in which
+// job, and both nonces (job_secret::prove adds the label and the nonce
+// answered).
+std::string handshake_statement(const Hello& hello, const Challenge& challenge) {
+  std::string s;
+  for (uint32_t v : {hello.rank, hello.target, hello.size})
+    s.append(reinterpret_cast<const char*>(&v), sizeof v);
+  s.append(reinterpret_cast<const char*>(challenge.nonce), sizeof challenge.nonce);
+  s.append(reinterpret_cast<const char*>(hello.nonce), sizeof hello.nonce);
+  return s;
+}
+
+std::string_view bytes_of(const uint8_t* p, size_t n) {
+  return {reinterpret_cast<const char*>(p), n};
+}
+
+}  // namespace
+
+std::array<uint8_t, kProofBytes> hello_proof(std::string_view secret, const Hello& hello,
+                                             const Challenge& challenge) {
+  return job_secret::prove(secret, kHelloLabel, bytes_of(challenge.nonce, kNonceBytes),
+                           handshake_statement(hello, challenge));
+}
+
+std::array<uint8_t, kProofBytes> welcome_proof(std::string_view secret, const Hello& hello,
+                                               const Challenge& challenge) {
+  return job_secret::prove(secret, kWelcomeLabel, bytes_of(hello.nonce, kNonceBytes),
+                           handshake_statement(hello, challenge));
+}
+
+}  // namespace tcp_wire
 
 std::unique_ptr<Transport> make_tcp_transport(Bootstrap& boot, const TransportOptions& opts) {
   return std::make_unique<TcpTransport>(boot, opts, std::vector<bool>(), nullptr);

@@ -2,8 +2,11 @@
 // format, which the tests use to craft frames.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "transport/region_table.hpp"
@@ -27,17 +30,55 @@ std::unique_ptr<Transport> make_tcp_transport_part(Bootstrap& boot, const Transp
 // ranks of one job share an architecture.
 namespace tcp_wire {
 
-// A connection opens with a Hello from the lower rank, which names itself
-// and proves that it took part in this job's bootstrap by quoting the
-// token that the higher rank published there. Anything else is dropped.
-inline constexpr uint64_t kHelloMagic = 0x6f6c6c6548706374ULL;  // "tcpHello"
+// A connection opens with a handshake of three fixed-size messages, and
+// nothing larger is read before it is verified:
+//   accepting rank -> connecting rank: Challenge, a fresh random nonce;
+//   connecting -> accepting: Hello, naming both ranks and the job size,
+//     with a nonce of its own and hello_proof() over both nonces;
+//   accepting -> connecting: Welcome, with welcome_proof().
+// A proof is HMAC-SHA256 keyed by the job's secret (Bootstrap::secret), so
+// only a rank of this job makes one; it answers one connection's nonce, so
+// a hello seen on another connection is worth nothing here; and a label
+// apart for each direction (and apart from the rendezvous' own) keeps a
+// welcome from passing for a hello. Anything else is dropped.
+inline constexpr uint64_t kChallengeMagic = 0x6c6c616843706374ULL;  // "tcpChall"
+inline constexpr uint64_t kHelloMagic = 0x6f6c6c6548706374ULL;      // "tcpHello"
+inline constexpr uint64_t kWelcomeMagic = 0x6f636c6557706374ULL;    // "tcpWelco"
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kProofBytes = 32;
+inline constexpr const char* kHelloLabel = "libcoll tcp hello v1";
+inline constexpr const char* kWelcomeLabel = "libcoll tcp welcome v1";
+
+struct Challenge {
+  uint64_t magic;
+  uint8_t nonce[kNonceBytes];  // the accepting rank's, fresh per connection
+};
+static_assert(sizeof(Challenge) == 40);
+
 struct Hello {
   uint64_t magic;
-  uint32_t rank;   // the connecting rank
-  uint32_t size;   // ranks in the job
-  uint64_t token;  // the accepting rank's published token
+  uint32_t rank;      // the connecting rank
+  uint32_t target;    // the accepting rank
+  uint32_t size;      // ranks in the job
+  uint32_t reserved;  // 0
+  uint8_t nonce[kNonceBytes];  // the connecting rank's, for the welcome
+  uint8_t proof[kProofBytes];  // hello_proof(secret, this hello, the challenge)
 };
-static_assert(sizeof(Hello) == 24);
+static_assert(sizeof(Hello) == 88);
+
+struct Welcome {
+  uint64_t magic;
+  uint8_t proof[kProofBytes];  // welcome_proof(secret, the hello, the challenge)
+};
+static_assert(sizeof(Welcome) == 40);
+
+// job_secret::prove over the hello's rank, target, size and nonce, for the
+// challenge's nonce (the hello's own proof field is not part of it).
+std::array<uint8_t, kProofBytes> hello_proof(std::string_view secret, const Hello& hello,
+                                             const Challenge& challenge);
+// The same statement, for the hello's nonce, under the welcome's label.
+std::array<uint8_t, kProofBytes> welcome_proof(std::string_view secret, const Hello& hello,
+                                               const Challenge& challenge);
 
 // Then frames, in both directions, applied by the receiver in order.
 inline constexpr uint32_t kFrameMagic = 0x57544c43;  // "CLTW"
@@ -59,7 +100,6 @@ static_assert(sizeof(FrameHeader) == 32);
 
 // What each rank publishes through the bootstrap.
 struct Address {
-  uint64_t token;
   uint16_t port;
   uint8_t bound_any;  // listening on every address: peers in its network
                       // namespace may use 127.0.0.1

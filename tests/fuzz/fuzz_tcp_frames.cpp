@@ -1,7 +1,9 @@
 // libFuzzer target: the tcp transport's receive path (issue 15), facing a
-// peer that sends arbitrary bytes after a good hello: the real TcpTransport
-// (rank 0 of 2) over a real TCP connection; this harness is rank 1 (its
-// "bootstrap" hands rank 0 this harness's address). Rank 0 has one
+// peer that sends arbitrary bytes after a good handshake: the real
+// TcpTransport (rank 0 of 2) over a real TCP connection; this harness is
+// rank 1 (its "bootstrap" hands rank 0 this harness's address and the
+// job's secret, and a thread answers rank 0's dial as rank 1 would:
+// challenge, hello checked, welcome). Rank 0 has one
 // registered buffer, a heap allocation: the first input byte picks whether
 // the rest is raw bytes or write frames whose rkey and address are patched
 // to point into (or around) that buffer, with the fuzzer's offsets and
@@ -21,10 +23,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
+#include "job_secret.hpp"
 #include "loopback_listener.hpp"
 #include "transport/tcp_transport.hpp"
 
@@ -32,6 +36,7 @@ namespace {
 
 using coll::tcp_wire::Address;
 using coll::tcp_wire::FrameHeader;
+const std::string kSecret(coll::job_secret::kSecretBytes, 's');
 
 constexpr size_t kBuffer = 4096;
 
@@ -44,6 +49,7 @@ class HarnessBootstrap final : public coll::Bootstrap {
   int rank() const override { return 0; }
   int size() const override { return 2; }
   std::string job_id() const override { return "fuzz"; }
+  const std::string& secret() const override { return kSecret; }
 
  protected:
   std::vector<std::string> exchange(const std::string& mine, double) override {
@@ -64,6 +70,39 @@ bool read_exactly(int fd, void* out, size_t n) {
     got += size_t(r);
   }
   return true;
+}
+
+bool send_exactly(int fd, const void* data, size_t n) {
+  return ::send(fd, data, n, MSG_NOSIGNAL) == ssize_t(n);
+}
+
+// Rank 1's side of the handshake on the connection rank 0 dials; the
+// connection, or -1 when none came. A hello that does not prove the
+// secret is a bug of the transport: abort.
+int answer_handshake(int listener) {
+  pollfd p{listener, POLLIN, 0};
+  if (::poll(&p, 1, 2000) <= 0) return -1;
+  const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return -1;
+  coll::tcp_wire::Challenge challenge{coll::tcp_wire::kChallengeMagic, {}};
+  std::memset(challenge.nonce, 'n', sizeof challenge.nonce);
+  coll::tcp_wire::Hello hello{};
+  if (!send_exactly(fd, &challenge, sizeof challenge) || !read_exactly(fd, &hello, sizeof hello)) {
+    ::close(fd);
+    return -1;
+  }
+  const auto proof = coll::tcp_wire::hello_proof(kSecret, hello, challenge);
+  if (hello.magic != coll::tcp_wire::kHelloMagic || hello.rank != 0 || hello.target != 1 ||
+      std::memcmp(hello.proof, proof.data(), proof.size()) != 0)
+    std::abort();
+  coll::tcp_wire::Welcome welcome{coll::tcp_wire::kWelcomeMagic, {}};
+  const auto back = coll::tcp_wire::welcome_proof(kSecret, hello, challenge);
+  std::memcpy(welcome.proof, back.data(), back.size());
+  if (!send_exactly(fd, &welcome, sizeof welcome)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // Frames from the input: each a 12-byte record (u32 offset, u32 length,
@@ -102,7 +141,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int l = fuzz::loopback_listener().fd;
   const uint16_t port = fuzz::loopback_listener().port;
   Address peer{};
-  peer.token = 0x1234;
   peer.port = port;
   std::snprintf(peer.ip, sizeof peer.ip, "127.0.0.1");
   std::snprintf(peer.host, sizeof peer.host, "fuzz-peer");  // another host: connects to ip
@@ -110,15 +148,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   coll::TransportOptions opts;
   opts.timeout_s = 2;
   std::unique_ptr<coll::Transport> t;
+  int fd = -1;
+  std::thread rank1([&] { fd = answer_handshake(l); });
   try {
     t = coll::make_tcp_transport(boot, opts);
   } catch (const coll::Error&) {
+  }
+  rank1.join();
+  if (!t || fd < 0) {
+    if (fd >= 0) ::close(fd);
     return 0;
   }
-  const int fd = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return 0;
-  coll::tcp_wire::Hello hello{};
-  if (!read_exactly(fd, &hello, sizeof hello) || hello.token != peer.token) std::abort();
 
   std::vector<uint8_t> buffer(kBuffer, 0);  // rank 0's registered buffer (on the heap)
   coll::MemoryRegion* mr = t->reg_write(buffer.data(), buffer.size());

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "error.hpp"
+#include "job_secret.hpp"
 #include "tests/rdma/file_bootstrap.hpp"
 #include "tests/rdma/forked_ranks.hpp"
 #include "transport/hybrid_transport.hpp"
@@ -439,7 +440,6 @@ class Impostor {
     tcp_wire::Address mine{};
     std::snprintf(mine.ip, sizeof mine.ip, "127.0.0.1");
     mine.port = 9;  // nobody connects to rank 0
-    mine.token = 1;
     const auto all = rank_.boot.allgather(
         std::string(reinterpret_cast<const char*>(&mine), sizeof mine), kTimeout);
     tcp_wire::Address peer{};
@@ -477,9 +477,57 @@ class Impostor {
     return true;
   }
 
-  static bool greet(int fd, uint64_t token) {
-    const tcp_wire::Hello hello{tcp_wire::kHelloMagic, 0, 2, token};
-    return send_all(fd, &hello, sizeof hello);
+  // Reads exactly n bytes, bounded; false on close, error or the bound.
+  static bool recv_all(int fd, void* out, size_t n) {
+    size_t got = 0;
+    const auto deadline = deadline_after(kTimeout);
+    while (got < n && Clock::now() < deadline) {
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 100) <= 0) continue;
+      ssize_t r = recv(fd, static_cast<char*>(out) + got, n - got, 0);
+      if (r <= 0) return false;
+      got += size_t(r);
+    }
+    return got == n;
+  }
+
+  // True when the peer closes fd (bounded) having sent at most a challenge:
+  // what a refused stranger gets.
+  static bool closed_by_peer(int fd) {
+    size_t got = 0;
+    const auto deadline = deadline_after(kTimeout);
+    while (Clock::now() < deadline) {
+      pollfd pfd{fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 100) <= 0) continue;
+      char buf[256];
+      ssize_t r = recv(fd, buf, sizeof buf, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return got <= sizeof(tcp_wire::Challenge);
+      got += size_t(r);
+    }
+    return false;
+  }
+
+  static tcp_wire::Hello hello_for(const std::string& secret, const tcp_wire::Challenge& c) {
+    tcp_wire::Hello h{tcp_wire::kHelloMagic, 0, 1, 2, 0, {}, {}};
+    std::memset(h.nonce, 0x5a, sizeof h.nonce);
+    const auto proof = tcp_wire::hello_proof(secret, h, c);
+    std::memcpy(h.proof, proof.data(), sizeof h.proof);
+    return h;
+  }
+
+  // The handshake as rank 0 makes it on a connection to rank 1: reads the
+  // challenge, answers with a hello proved with `secret` and checks rank
+  // 1's welcome. False (errno kept) when a step fails.
+  static bool greet(int fd, const std::string& secret) {
+    tcp_wire::Challenge c{};
+    if (!recv_all(fd, &c, sizeof c) || c.magic != tcp_wire::kChallengeMagic) return false;
+    const tcp_wire::Hello h = hello_for(secret, c);
+    tcp_wire::Welcome w{};
+    if (!send_all(fd, &h, sizeof h) || !recv_all(fd, &w, sizeof w)) return false;
+    const auto proof = tcp_wire::welcome_proof(secret, h, c);
+    return w.magic == tcp_wire::kWelcomeMagic &&
+           std::memcmp(w.proof, proof.data(), sizeof w.proof) == 0;
   }
 
   static bool send_frame(int fd, uint32_t type, uint32_t rkey, uint64_t addr, uint64_t length,
@@ -517,7 +565,7 @@ int impostor_for_refused_write(Rank& rank, BadWrite bad) {
   Impostor imp(rank);
   const tcp_wire::Address peer = imp.join();
   int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer.token), "connect: %s", std::strerror(errno));
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s", std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   rank.boot.barrier(kTimeout);
   uint64_t addr = remote[1].addr, length = uint64_t(1) << 62;
@@ -575,7 +623,7 @@ int inject(Rank& rank, Injection what) {
   Impostor imp(rank);
   const tcp_wire::Address peer = imp.join();
   int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer.token), "connect: %s", std::strerror(errno));
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s", std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   const RemoteRegion target = remote[1];
   const uint64_t eight = 0xdeadbeefdeadbeefull;
@@ -679,9 +727,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Injection::kValidThenClose),
     [](const auto& info) { return std::string(kInjectionNames[int(info.param)]); });
 
-// Strangers on the listening port during setup - garbage, a wrong token, a
-// silent connection that closes - are dropped, and the real rank 0 gets in.
-// After setup the port is closed: nobody can connect at all.
+// Strangers on the listening port during setup - garbage, a hello without
+// the secret, a replayed hello, a silent connection, a flood - are dropped,
+// and the real rank 0 gets in. After setup the port is closed and no
+// stranger's connection is kept: nobody can connect at all.
 TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
   expect_all_succeeded(run_ranks(2, [](Rank& rank) {
     if (rank.boot.rank() == 1) {
@@ -714,21 +763,57 @@ TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
                   "rank 1 listens on 127.0.0.1 too (announced %s): fd %d, %s", peer.ip,
                   on_loopback, std::strerror(errno));
     }
+    // Garbage, shorter than a hello: rank 1 waits for the rest (bounded).
     int junk = Impostor::dial(peer);
     CHILD_CHECK(junk >= 0 && Impostor::send_all(junk, "hello there, this is no hello", 29), "junk");
+    // A well-formed hello without the job's secret: dropped, no welcome.
     int wrong = Impostor::dial(peer);
-    CHILD_CHECK(wrong >= 0 && Impostor::greet(wrong, peer.token + 1), "wrong token");
+    tcp_wire::Challenge c{};
+    CHILD_CHECK(wrong >= 0 && Impostor::recv_all(wrong, &c, sizeof c) &&
+                    c.magic == tcp_wire::kChallengeMagic,
+                "a challenge first");
+    const tcp_wire::Hello guessed =
+        Impostor::hello_for(std::string(job_secret::kSecretBytes, '\0'), c);
+    CHILD_CHECK(Impostor::send_all(wrong, &guessed, sizeof guessed), "wrong secret");
+    CHILD_CHECK(Impostor::closed_by_peer(wrong), "a hello without the secret was not dropped");
+    // A replayed hello: proved with the secret, but for another
+    // connection's challenge (as one seen on the wire would be).
+    int first = Impostor::dial(peer), second = Impostor::dial(peer);
+    tcp_wire::Challenge c1{}, c2{};
+    CHILD_CHECK(first >= 0 && second >= 0 && Impostor::recv_all(first, &c1, sizeof c1) &&
+                    Impostor::recv_all(second, &c2, sizeof c2),
+                "two challenges");
+    CHILD_CHECK(std::memcmp(c1.nonce, c2.nonce, sizeof c1.nonce) != 0, "a nonce used twice");
+    const tcp_wire::Hello replay = Impostor::hello_for(rank.boot.secret(), c1);
+    CHILD_CHECK(Impostor::send_all(second, &replay, sizeof replay), "replay");
+    CHILD_CHECK(Impostor::closed_by_peer(second), "a replayed hello was not dropped");
+    close(first);
+    close(second);
     int silent = Impostor::dial(peer);
     CHILD_CHECK(silent >= 0, "silent");
     close(silent);
+    // A flood of idle connections, more than rank 1 holds unidentified:
+    // the real rank 0 still gets in.
+    std::vector<int> flood;
+    for (int i = 0; i < 200; ++i) {
+      const int f = Impostor::dial(peer);
+      CHILD_CHECK(f >= 0, "flood connection %d: %s", i, std::strerror(errno));
+      flood.push_back(f);
+    }
     int fd = Impostor::dial(peer);
-    CHILD_CHECK(fd >= 0 && Impostor::greet(fd, peer.token), "the real hello");
+    CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "the real handshake");
     const auto remote = exchange_regions(rank.boot, nullptr);
-    // Rank 1's setup is over (it traded regions): its port must be closed.
+    // Rank 1's setup is over (it traded regions): its port must be closed,
+    // and it holds no stranger's connection any more.
     errno = 0;
     int late = Impostor::dial(peer);
     CHILD_CHECK(late < 0 && errno == ECONNREFUSED, "a connection after setup: fd %d, %s", late,
                 std::strerror(errno));
+    CHILD_CHECK(Impostor::closed_by_peer(junk), "the garbage connection is still open");
+    for (int f : flood) {
+      CHILD_CHECK(Impostor::closed_by_peer(f), "a flood connection is still open");
+      close(f);
+    }
     CHILD_CHECK(Impostor::send_frame(fd, tcp_wire::kWriteFrame, remote[1].rkey, remote[1].addr, 8,
                                      &kValidValue, 8),
                 "valid write");
@@ -737,6 +822,47 @@ TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
     close(wrong);
     close(fd);
     return ok ? 0 : 1;
+  }));
+}
+
+// Ranks whose secrets differ never connect: both time out, and the
+// messages say what failed without printing a secret or a proof.
+class OtherSecret final : public Bootstrap {
+ public:
+  OtherSecret(Bootstrap& inner, std::string secret) : inner_(inner), secret_(std::move(secret)) {}
+  const char* name() const override { return "other-secret"; }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string job_id() const override { return inner_.job_id(); }
+  const std::string& secret() const override { return secret_; }
+
+ protected:
+  std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {
+    return inner_.allgather(mine, timeout_s);
+  }
+
+ private:
+  Bootstrap& inner_;
+  std::string secret_;
+};
+
+TEST(TcpTransport, RanksWithDifferentSecretsDoNotConnect) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    const int r = rank.boot.rank();
+    OtherSecret boot(rank.boot, std::string(job_secret::kSecretBytes, char('a' + r)));
+    TransportOptions o = options();
+    o.timeout_s = 2;
+    try {
+      make_tcp_transport(boot, o);
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      CHILD_CHECK(e.status() == COLL_ERR_TIMEOUT, "status %d: %s", e.status(), m.c_str());
+      const char* says = r == 0 ? "is its COLL_JOB_SECRET" : "claiming rank 0 without this job's secret";
+      CHILD_CHECK(contains(m, says), "message does not say '%s': %s", says, m.c_str());
+      CHILD_CHECK(!contains(m, "aaaa") && !contains(m, "bbbb"), "a secret in: %s", m.c_str());
+      return 0;
+    }
+    CHILD_CHECK(false, "rank %d connected to a rank with another secret", r);
   }));
 }
 
