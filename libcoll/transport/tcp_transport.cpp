@@ -9,9 +9,8 @@
 // HMAC-SHA256 keyed by the job's secret (Bootstrap::secret: collrun's
 // COLL_JOB_SECRET, or rank 0's through PMIx) over a label, both ranks,
 // the job size and the nonces, and the accepting one proves the secret
-// back. The published address is not a credential: anyone on the host can
-// read the port (/proc/net/tcp), and the bootstrap's data is no secret
-// from the job's own user's processes.
+// back. Nothing published is a credential: anyone on the host can read
+// the port (/proc/net/tcp).
 //
 // Strangers (issue 15): before its hello is verified a connection is read
 // only up to the hello's fixed size; it has 10 s (kHelloWithinSeconds) to
