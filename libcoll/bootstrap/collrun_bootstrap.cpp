@@ -300,8 +300,7 @@ class CollrunBootstrap final : public Bootstrap {
     const std::string statement =
         proto::hello_statement(proto::kVersion, static_cast<uint32_t>(rank_),
                                static_cast<uint32_t>(size_), epoch_, pid, job_id_, rank_nonce);
-    const job_secret::Digest proof =
-        job_secret::prove(secret_, proto::kRankRole, nonce, statement);
+    const job_secret::Digest proof = job_secret::prove(secret_, proto::kRankRole, nonce, statement);
     std::string hello = proto::FrameWriter(MessageType::kHello)
                             .put_u32(proto::kVersion)
                             .put_u32(static_cast<uint32_t>(rank_))

@@ -285,9 +285,10 @@ std::unique_ptr<Bootstrap> make_pmix_bootstrap(double timeout_s) {
   finalize_guard.keep = true;  // the bootstrap's destructor balances PMIx_Init now
   bootstrap->share_secret(timeout_s);
   if (std::getenv(job_secret::kEnv))
-    debug_note("libcoll: %s is not used under PMIx: the job secret is rank 0's, from the PMIx "
-               "key-value store\n",
-               job_secret::kEnv);
+    debug_note(
+        "libcoll: %s is not used under PMIx: the job secret is rank 0's, from the PMIx "
+        "key-value store\n",
+        job_secret::kEnv);
   return bootstrap;
 }
 

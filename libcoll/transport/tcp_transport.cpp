@@ -215,7 +215,8 @@ class TcpTransport final : public Transport {
   // its dereg is refused by the rkey check (and fails the transport), so
   // nothing ever lands in memory that free_window gave back.
   void* alloc_window(size_t bytes) override {
-    if (!table_) fail(COLL_ERR_INTERNAL, "tcp transport: windows belong to the shm half of shm+tcp");
+    if (!table_)
+      fail(COLL_ERR_INTERNAL, "tcp transport: windows belong to the shm half of shm+tcp");
     return windows_.alloc(bytes);
   }
 
@@ -310,10 +311,10 @@ class TcpTransport final : public Transport {
     Challenge challenge{};
     Hello hello{};
     Welcome welcome{};
-    size_t got = 0;                  // bytes of the challenge or welcome read so far
-    Clock::time_point redial_at{};   // kIdle after a drop: when to dial again
-    int drops = 0;                   // connections the peer closed before its welcome
-    std::string last_drop;           // why the latest ended
+    size_t got = 0;                 // bytes of the challenge or welcome read so far
+    Clock::time_point redial_at{};  // kIdle after a drop: when to dial again
+    int drops = 0;                  // connections the peer closed before its welcome
+    std::string last_drop;          // why the latest ended
   };
 
   // An accepted connection that has not yet proved that a rank of this job
@@ -330,8 +331,9 @@ class TcpTransport final : public Transport {
   void connect_all(Bootstrap& boot) {
     secret_ = boot.secret();
     if (secret_.size() != job_secret::kSecretBytes)
-      fail(COLL_ERR_INTERNAL, "tcp transport: the %s bootstrap gave a job secret of %zu bytes, not %zu",
-           boot.name(), secret_.size(), job_secret::kSecretBytes);
+      fail(COLL_ERR_INTERNAL,
+           "tcp transport: the %s bootstrap gave a job secret of %zu bytes, not %zu", boot.name(),
+           secret_.size(), job_secret::kSecretBytes);
     UniqueFd listener = listen_socket();
     const auto all = boot.allgather(
         std::string(reinterpret_cast<const char*>(&published_), sizeof published_), timeout_s_);
@@ -469,7 +471,8 @@ class TcpTransport final : public Transport {
     }
     if (missing == 0) listener.reset();
     // accept_strangers takes what is queued and must not wait for more.
-    if (listener && fcntl(listener.get(), F_SETFL, fcntl(listener.get(), F_GETFL) | O_NONBLOCK) != 0)
+    if (listener &&
+        fcntl(listener.get(), F_SETFL, fcntl(listener.get(), F_GETFL) | O_NONBLOCK) != 0)
       fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: fcntl(O_NONBLOCK) on the listener");
     std::deque<Stranger> strangers;
     Ignored ignored;
@@ -485,8 +488,10 @@ class TcpTransport final : public Transport {
       for (int q = rank_ + 1; q < size_; ++q) {
         Dial& d = dials[size_t(q)];
         if (d.state == Dial::kIdle && peers_[size_t(q)].reach) {
-          if (now >= d.redial_at) start_dial(q, d);
-          else wake = std::min(wake, d.redial_at);
+          if (now >= d.redial_at)
+            start_dial(q, d);
+          else
+            wake = std::min(wake, d.redial_at);
         }
         if (d.state == Dial::kConnecting || d.state == Dial::kAwaitChallenge ||
             d.state == Dial::kAwaitWelcome) {
@@ -607,8 +612,8 @@ class TcpTransport final : public Transport {
   // is set when the connection is done with, either way.
   bool advance_stranger(Stranger& s, Ignored& ignored) {
     if (s.gone) return false;
-    ssize_t n = recv(s.fd.get(), reinterpret_cast<char*>(&s.hello) + s.got,
-                     sizeof(Hello) - s.got, MSG_DONTWAIT);
+    ssize_t n = recv(s.fd.get(), reinterpret_cast<char*>(&s.hello) + s.got, sizeof(Hello) - s.got,
+                     MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
     if (n <= 0) {
       ignored.add(s.got == 0 ? "a connection that closed before its hello"
@@ -650,9 +655,10 @@ class TcpTransport final : public Transport {
     if (h.magic != tcp_wire::kHelloMagic) return "a connection that is not a libcoll rank";
     const auto want = tcp_wire::hello_proof(secret_, h, c);
     if (!job_secret::equal(h.proof, want.data(), sizeof h.proof))
-      return strfmt("a connection claiming rank %u without this job's secret (another job, or "
-                    "a replayed hello)",
-                    h.rank);
+      return strfmt(
+          "a connection claiming rank %u without this job's secret (another job, or "
+          "a replayed hello)",
+          h.rank);
     // From here the hello is a rank's of this job: what it says is true.
     if (h.reserved != 0 || h.size != uint32_t(size_) || h.target != uint32_t(rank_) ||
         h.rank >= uint32_t(rank_) || !peers_[h.rank].reach)
@@ -728,8 +734,8 @@ class TcpTransport final : public Transport {
              "tcp transport: rank %d connected to rank %d at %s:%u and got no libcoll tcp "
              "challenge: not rank %d's port (the rank is gone, and another program has it?)",
              rank_, q, d.ip, unsigned(d.port), q);
-      d.hello = Hello{tcp_wire::kHelloMagic, uint32_t(rank_), uint32_t(q), uint32_t(size_), 0, {},
-                      {}};
+      d.hello =
+          Hello{tcp_wire::kHelloMagic, uint32_t(rank_), uint32_t(q), uint32_t(size_), 0, {}, {}};
       const std::string nonce = secure_random_bytes(sizeof d.hello.nonce, "a tcp hello");
       std::memcpy(d.hello.nonce, nonce.data(), sizeof d.hello.nonce);
       const auto proof = tcp_wire::hello_proof(secret_, d.hello, d.challenge);
@@ -787,13 +793,15 @@ class TcpTransport final : public Transport {
       if (!out.empty()) out += "; ";
       out.append(strfmt("rank %d at %s:%u", q, d.ip, unsigned(d.port)));
       if (d.drops > 0)
-        out.append(strfmt(" (%s, %d time(s): is its COLL_JOB_SECRET this rank's?)",
-                          d.last_drop.c_str(), d.drops));
+        out.append(
+            strfmt(" (%s, %d time(s): does it hold this rank's job secret, "
+                   "COLL_JOB_SECRET or PMIx's?)",
+                   d.last_drop.c_str(), d.drops));
     }
     std::string what;
     if (!in.empty())
-      what = strfmt("connections from rank(s) %s on port %u", in.c_str(),
-                    unsigned(published_.port));
+      what =
+          strfmt("connections from rank(s) %s on port %u", in.c_str(), unsigned(published_.port));
     if (!out.empty()) what += (what.empty() ? "" : ", and ") + ("a welcome from " + out);
     const std::string dropped = ignored.summary();
     fail(COLL_ERR_TIMEOUT,
@@ -1038,18 +1046,18 @@ class TcpTransport final : public Transport {
   // Empty when rkey names a live region of ours that covers the range.
   std::string refuse_write(uint32_t rkey, uint64_t remote_addr, uint64_t length) const {
     RegionGrant grant;
-    const std::string write =
-        strfmt("a write of %llu bytes to 0x%llx with rkey 0x%x",
-               static_cast<unsigned long long>(length),
-               static_cast<unsigned long long>(remote_addr), rkey);
+    const std::string write = strfmt("a write of %llu bytes to 0x%llx with rkey 0x%x",
+                                     static_cast<unsigned long long>(length),
+                                     static_cast<unsigned long long>(remote_addr), rkey);
     switch (check_region(regions_, rkey, remote_addr, length, &grant)) {
       case RegionCheck::kOk:
         return "";
       case RegionCheck::kUnknownRkey:
         return write + ", which names no registered region (never registered, or deregistered)";
       case RegionCheck::kClosed:
-        return write + ", whose exposure is over (the operation that exposed that buffer has "
-                       "ended: a late or replayed write)";
+        return write +
+               ", whose exposure is over (the operation that exposed that buffer has "
+               "ended: a late or replayed write)";
       case RegionCheck::kOutOfRange:
         return strfmt(
             "a write of %llu bytes to 0x%llx outside its region (rkey 0x%x: %llu bytes "

@@ -57,10 +57,10 @@ static_assert(sizeof(Challenge) == 40);
 
 struct Hello {
   uint64_t magic;
-  uint32_t rank;      // the connecting rank
-  uint32_t target;    // the accepting rank
-  uint32_t size;      // ranks in the job
-  uint32_t reserved;  // 0
+  uint32_t rank;               // the connecting rank
+  uint32_t target;             // the accepting rank
+  uint32_t size;               // ranks in the job
+  uint32_t reserved;           // 0
   uint8_t nonce[kNonceBytes];  // the connecting rank's, for the welcome
   uint8_t proof[kProofBytes];  // hello_proof(secret, this hello, the challenge)
 };

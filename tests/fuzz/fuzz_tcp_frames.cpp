@@ -163,9 +163,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> buffer(kBuffer, 0);  // rank 0's registered buffer (on the heap)
   coll::MemoryRegion* mr = t->reg_write(buffer.data(), buffer.size());
   const std::string bytes =
-      data[0] & 1 ? frames_from(data + 1, size - 1, mr->rkey,
-                                reinterpret_cast<uint64_t>(buffer.data()))
-                  : std::string(reinterpret_cast<const char*>(data + 1), size - 1);
+      data[0] & 1
+          ? frames_from(data + 1, size - 1, mr->rkey, reinterpret_cast<uint64_t>(buffer.data()))
+          : std::string(reinterpret_cast<const char*>(data + 1), size - 1);
   size_t sent = 0;
   bool failed = false;
   for (int i = 0; i < 2000 && !failed; ++i) {

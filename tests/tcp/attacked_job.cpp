@@ -363,8 +363,8 @@ void run_collectives(int rank, int size) {
     if (call_ok(coll_bcast(b.data(), count, COLL_UINT32, 2, coll_comm_world()), "bcast")) {
       size_t wrong = 0;
       for (size_t i = 0; i < count; ++i) wrong += b[i] != uint32_t(i * 2654435761u);
-      check(wrong == 0, "bcast of " + std::to_string(count) + ": " + std::to_string(wrong) +
-                            " wrong elements");
+      check(wrong == 0,
+            "bcast of " + std::to_string(count) + ": " + std::to_string(wrong) + " wrong elements");
     }
     std::vector<int32_t> mine(count), all(count * size_t(size), -1);
     for (size_t i = 0; i < count; ++i) mine[i] = int32_t(rank * 7919 + int(i));

@@ -565,7 +565,8 @@ int impostor_for_refused_write(Rank& rank, BadWrite bad) {
   Impostor imp(rank);
   const tcp_wire::Address peer = imp.join();
   int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s", std::strerror(errno));
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
+              std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   rank.boot.barrier(kTimeout);
   uint64_t addr = remote[1].addr, length = uint64_t(1) << 62;
@@ -623,7 +624,8 @@ int inject(Rank& rank, Injection what) {
   Impostor imp(rank);
   const tcp_wire::Address peer = imp.join();
   int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s", std::strerror(errno));
+  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
+              std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   const RemoteRegion target = remote[1];
   const uint64_t eight = 0xdeadbeefdeadbeefull;
@@ -760,8 +762,8 @@ TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
       errno = 0;
       const int on_loopback = Impostor::dial(loopback);
       CHILD_CHECK(on_loopback < 0 && errno == ECONNREFUSED,
-                  "rank 1 listens on 127.0.0.1 too (announced %s): fd %d, %s", peer.ip,
-                  on_loopback, std::strerror(errno));
+                  "rank 1 listens on 127.0.0.1 too (announced %s): fd %d, %s", peer.ip, on_loopback,
+                  std::strerror(errno));
     }
     // Garbage, shorter than a hello: rank 1 waits for the rest (bounded).
     int junk = Impostor::dial(peer);
@@ -857,7 +859,8 @@ TEST(TcpTransport, RanksWithDifferentSecretsDoNotConnect) {
     } catch (const Error& e) {
       const std::string m = e.what();
       CHILD_CHECK(e.status() == COLL_ERR_TIMEOUT, "status %d: %s", e.status(), m.c_str());
-      const char* says = r == 0 ? "is its COLL_JOB_SECRET" : "claiming rank 0 without this job's secret";
+      const char* says = r == 0 ? "does it hold this rank's job secret"
+                                : "claiming rank 0 without this job's secret";
       CHILD_CHECK(contains(m, says), "message does not say '%s': %s", says, m.c_str());
       CHILD_CHECK(!contains(m, "aaaa") && !contains(m, "bbbb"), "a secret in: %s", m.c_str());
       return 0;
