@@ -76,6 +76,12 @@ run --ranks 3 --expect '^launch_check rank 0 of 3: bootstrap pmix, transport [a-
   -- "${srun_pmix[@]}" -n 3 "$launch_check" pmix 3
 run --ranks 3 --expect '^\[  PASSED  \] [0-9]+ tests' \
   -- "${srun_pmix[@]}" -n 3 "$mp_collectives"
+# The tcp transport under srun: its connections prove the job secret that
+# rank 0 made and PMIx's key-value store carried (a rank without it could
+# not connect, and the job would time out).
+COLL_TRANSPORT=tcp run --ranks 3 \
+  --expect '^launch_check rank 0 of 3: bootstrap pmix, transport tcp: ok$' \
+  -- "${srun_pmix[@]}" -n 3 "$launch_check" pmix 3
 run --ranks 3 --expect '^c_random rank 0 of 3: .* 0 errors$' \
   -- "${srun_pmix[@]}" -n 3 "$c_random"
 if [ -n "$comm_test" ]; then
