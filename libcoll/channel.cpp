@@ -423,12 +423,23 @@ Task Channel::close() {
 
 Task Channel::quiesce() {
   // Rewriting the last credit is harmless: credits are absolute counts.
+  // Then the `left` notice, to every peer (one that never talked to us may
+  // be waiting for its first message): this rank's operations are all
+  // complete, so a peer still waiting for a write of ours is in an
+  // operation we will never join, and fails at once (COLL_ERR_PEER_LOST)
+  // instead of at COLL_TIMEOUT; posted after every other write of ours, it
+  // lands after them, so a peer that sees it has everything we sent.
+  static constexpr uint64_t kLeft = 1;
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || (sent_[size_t(p)] == 0 && received_[size_t(p)] == 0)) continue;
-    const uint64_t consumed = received_[size_t(p)];
+    if (p == rank_) continue;
     const RemoteRegion& w = peers_[size_t(p)];
-    post(p, counted_context(), &consumed, sizeof consumed, nullptr, kWriteSignaled,
-         w.addr + layout_.credit(rank_), w.rkey);
+    if (sent_[size_t(p)] != 0 || received_[size_t(p)] != 0) {
+      const uint64_t consumed = received_[size_t(p)];
+      post(p, counted_context(), &consumed, sizeof consumed, nullptr, kWriteSignaled,
+           w.addr + layout_.credit(rank_), w.rkey);
+    }
+    post(p, counted_context(), &kLeft, sizeof kLeft, nullptr, kWriteSignaled,
+         w.addr + layout_.left(rank_), w.rkey);
   }
   co_await flush();
 }

@@ -18,6 +18,8 @@
 //             in line 0 behind the flag, and larger messages in the slot;
 //   credit    how many of p's messages to q that q has consumed: p may
 //             reuse one of its slots in q's window only after q said so;
+//             the next word of its line, `left`, is set by q when it
+//             finalizes, after its last write to p (Channel::quiesce);
 //   expose    {addr, length, rkey, sequence}: a user buffer of q that p may
 //             write into directly (zero-copy) during the current call;
 //   slot[k]   num_slots eager slots of slot_bytes each.
@@ -78,6 +80,7 @@ struct WindowLayout {
   }
   size_t inline_data(int partner, int slot) const { return ready(partner, slot) + 8; }
   size_t credit(int partner) const { return box(partner) + lines_bytes(); }
+  size_t left(int partner) const { return credit(partner) + 8; }
   size_t expose(int partner) const { return credit(partner) + kLineBytes; }
   size_t slot(int partner, int k) const {
     return box(partner) + header_bytes() + slot_bytes * size_t(k);
@@ -159,7 +162,9 @@ class Channel {
   // co_await release(peer): gives the slot of the oldest received message
   // from peer back to peer (after the writes forwarded from it are done).
   struct ReleaseWait : Wait<ReleaseWait> {
-    ReleaseWait(Channel& c, int p) : Wait(p, "completion of its own writes"), ch(c) {}
+    ReleaseWait(Channel& c, int p) : Wait(p, "completion of its own writes"), ch(c) {
+      from_peer = false;
+    }
     bool try_now();
     void await_resume() const {}
     Channel& ch;
@@ -215,7 +220,9 @@ class Channel {
   const MemoryRegion* pin(const void* buf, size_t len);
   // co_await flush(): every signaled write posted so far has completed.
   struct FlushWait : Wait<FlushWait> {
-    explicit FlushWait(Channel& c) : Wait(-1, "completion of its own writes"), ch(c) {}
+    explicit FlushWait(Channel& c) : Wait(-1, "completion of its own writes"), ch(c) {
+      from_peer = false;
+    }
     bool try_now() { return ch.outstanding_.load(std::memory_order_acquire) == 0; }
     void await_resume() const {}
     Channel& ch;
@@ -235,9 +242,16 @@ class Channel {
   // way (credits included), and none will come.
   Task close();
   // At finalize, where a bootstrap barrier follows: a last signaled credit
-  // to every peer, then flush. On ordered transports the completion of the
-  // last write to a peer implies all earlier ones.
+  // to every peer, then the `left` notice, then flush. On ordered
+  // transports the completion of the last write to a peer implies all
+  // earlier ones.
   Task quiesce();
+  // Whether peer has finalized (its `left` notice is here). Every write of
+  // peer into our window before it is visible once this returns true: a
+  // wait on peer still blocked after that will never end.
+  bool peer_left(int peer) const {
+    return __atomic_load_n(local_word(layout_.left(peer)), __ATOMIC_ACQUIRE) != 0;
+  }
 
  private:
   void post(int peer, uint64_t context, const void* src, size_t len, const MemoryRegion* mr,

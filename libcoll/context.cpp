@@ -99,6 +99,7 @@ struct Context::Pacing {
   uint64_t epoch = ~uint64_t(0);
   Clock::time_point last_progress;
   Clock::time_point next_peer_check;
+  int left_peer = -1;  // the awaited peer, whose `left` notice the last peer check saw
 };
 
 namespace {
@@ -415,6 +416,17 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
          config_.timeout_s);
   if (now >= p.next_peer_check) {
     if (peer >= 0) transport_->check_peer(comm.channel().transport_rank(peer));
+    // A peer that finalized wrote its `left` notice after everything else
+    // it wrote (Channel::quiesce). Seen at the last check too, with passes
+    // of the operation in between that saw all of that: the wait is for
+    // something the peer will never write.
+    const bool left = peer >= 0 && b->from_peer && comm.channel().peer_left(peer);
+    if (left && p.left_peer == peer)
+      fail(COLL_ERR_PEER_LOST,
+           "rank %d: rank %d called coll_finalize while this rank still waited for %s from "
+           "it: a rank that finalizes leaves every operation it has not completed",
+           comm.rank(), peer, b->what);
+    p.left_peer = left ? peer : -1;
     p.next_peer_check = now + std::chrono::milliseconds(10);
   }
   return now;

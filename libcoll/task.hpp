@@ -42,6 +42,11 @@ struct Blocker {
   bool (*poll)(Blocker*) = nullptr;
   int peer = -1;
   const char* what = "";
+  // Whether only a write of `peer` can end the wait (a message, a credit, a
+  // buffer): then a peer that has left (finalized) will never end it. False
+  // for waits on this rank's own writes, which a peer that left after its
+  // part of the operation does not hold up.
+  bool from_peer = true;
 };
 
 class Channel;

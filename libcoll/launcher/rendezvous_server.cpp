@@ -483,8 +483,20 @@ void RendezvousServer::complete_round(const RoundKey& key, PendingRound& round) 
 
 void RendezvousServer::fail_round(const RoundKey& key, PendingRound& round,
                                   const std::string& reason) {
-  std::fprintf(stderr, "collrun: %s; failing %s for the ranks in it\n", reason.c_str(),
-               round_name(key.second).c_str());
+  // Which ranks are in it, when few: those are ahead of the others (a rank
+  // in the round of its coll_finalize while the others are still in a
+  // collective left them: they fail with COLL_ERR_PEER_LOST naming it).
+  std::string ranks;
+  int count = 0;
+  for (size_t rank = 0; rank < round.blobs.size(); ++rank) {
+    if (!round.blobs[rank]) continue;
+    if (++count <= 8) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+  }
+  if (count > 8) ranks += ", ...";
+  const std::string in_it =
+      count == 0 ? "" : (count == 1 ? " (rank " : " (ranks ") + ranks + ")";
+  std::fprintf(stderr, "collrun: %s; failing %s for the ranks in it%s\n", reason.c_str(),
+               round_name(key.second).c_str(), in_it.c_str());
   auto frame = shared_frame(proto::FrameWriter(MessageType::kFailed)
                                 .put_u32(COLL_ERR_PEER_LOST)
                                 .put_bytes(reason.substr(0, proto::kMaxMessageBytes))

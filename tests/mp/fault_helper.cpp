@@ -25,6 +25,15 @@
 //                 when it would unlink its shm segment after the setup
 //                 barrier (shm_unlink is interposed): the segment is left
 //                 in /dev/shm, with nobody to remove it.
+//   finalize-early ranks loop on an allreduce; rank 2 calls coll_finalize
+//                 after a few iterations and exits 0; the others must get
+//                 COLL_ERR_PEER_LOST at once (set COLL_TIMEOUT large),
+//                 naming rank 2 as the rank that finalized.
+//   finalize-staggered  a bcast of 4 MiB from rank 0 and an allreduce of
+//                 1 MiB that the other ranks complete late (after a
+//                 sleep); rank 0 finalizes as soon as its part is done,
+//                 while they are still in it. Every rank must succeed,
+//                 with the right data, and finalize cleanly.
 //   ok            coll_init, one allreduce, coll_finalize.
 #include <coll/coll.h>
 #include <dirent.h>
@@ -150,6 +159,63 @@ int kill_rank() {
   return 1;
 }
 
+long elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - since)
+                               .count());
+}
+
+int finalize_early() {
+  constexpr int kLeaver = 2;
+  constexpr int kLeaverIterations = 5;
+  constexpr int kIterations = 500;
+  std::vector<int32_t> send(4096, g_rank + 1), recv(4096, 0);
+  for (int i = 0; i < kIterations; ++i) {
+    if (g_rank == kLeaver && i == kLeaverIterations) {
+      std::printf("fault-helper rank %d: calling coll_finalize at iteration %d\n", g_rank, i);
+      std::fflush(stdout);
+      const int status = coll_finalize();
+      std::printf("fault-helper rank %d: finalize status=%d exit=0\n", g_rank, status);
+      std::fflush(stdout);
+      return status == COLL_SUCCESS ? 0 : 1;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const int status = coll_allreduce(send.data(), recv.data(), send.size(), COLL_INT32, COLL_SUM,
+                                      coll_comm_world());
+    if (status != COLL_SUCCESS) {
+      std::printf("fault-helper rank %d: allreduce iteration %d after_ms=%ld status=%d detail=\"%s\"\n",
+                  g_rank, i, elapsed_ms(start), status, coll_comm_last_error(coll_comm_world()));
+      std::fflush(stdout);
+      return 2;  // the job failed; collrun reports it
+    }
+  }
+  std::printf("fault-helper rank %d: finished all iterations without noticing the leaver\n",
+              g_rank);
+  return 1;
+}
+
+int finalize_staggered() {
+  const auto late = [] {
+    if (g_rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  };
+  std::vector<int32_t> data(size_t{1} << 20, g_rank == 0 ? 7 : 0);  // 4 MiB
+  late();
+  int status = coll_bcast(data.data(), data.size(), COLL_INT32, 0, coll_comm_world());
+  report("staggered bcast", status);
+  if (status != COLL_SUCCESS || data.front() != 7 || data.back() != 7) return 1;
+  std::vector<int32_t> in(size_t{1} << 18, g_rank + 1), out(in.size(), 0);  // 1 MiB
+  coll_request_t request = nullptr;
+  status = coll_iallreduce(in.data(), out.data(), in.size(), COLL_INT32, COLL_SUM,
+                           coll_comm_world(), &request);
+  if (status == COLL_SUCCESS) {
+    late();
+    status = coll_wait(&request);
+  }
+  report("staggered allreduce", status);
+  const int32_t sum = g_size * (g_size + 1) / 2;
+  return status == COLL_SUCCESS && out.front() == sum && out.back() == sum ? 0 : 1;
+}
+
 int mismatch(size_t others) {
   const size_t count = g_rank == 0 ? 10 : others;
   std::vector<int32_t> send(count, g_rank + 1);
@@ -255,7 +321,7 @@ int main(int argc, char** argv) {
         stderr,
         "usage: %s "
         "silent-rank|kill-rank|mismatch|mismatch-slot|mismatch-gather|mismatch-alltoallv|"
-        "die-in-setup|ok\n",
+        "finalize-early|finalize-staggered|die-in-setup|ok\n",
         argv[0]);
     return 64;
   }
@@ -289,13 +355,21 @@ int main(int argc, char** argv) {
     result = mismatch_gather();
   else if (mode == "mismatch-alltoallv")
     result = mismatch_alltoallv();
+  else if (mode == "finalize-early")
+    result = finalize_early();
+  else if (mode == "finalize-staggered")
+    result = finalize_staggered();
   else if (mode == "ok")
     result = all_ok();
   else
     std::fprintf(stderr, "fault-helper: unknown mode %s\n", mode.c_str());
 
   // After a failed collective finalize must still return (bounded) and free
-  // everything; its status is only logged.
+  // everything; its status is only logged. (finalize-early's leaver has
+  // finalized already.)
+  int initialized = 0;
+  coll_initialized(&initialized);
+  if (!initialized) return result;
   status = coll_finalize();
   std::printf("fault-helper rank %d: finalize status=%d exit=%d\n", g_rank, status, result);
   std::fflush(stdout);

@@ -1,15 +1,19 @@
 /* Rank program of the fault matrix (tests/mp/fault_matrix.sh; issue 15):
- *   fault_matrix COLLECTIVE VICTIM ITERATION kill|stop [COUNT]
+ *   fault_matrix COLLECTIVE VICTIM ITERATION kill|stop|finalize [COUNT]
  * Every rank loops on COLLECTIVE (COUNT ints, default 1000); at iteration
  * ITERATION the rank VICTIM raises SIGKILL or SIGSTOP in the middle of the
- * job. The others must fail, never hang nor finish as if nothing happened:
- * each prints "fault-matrix rank R: status=S iteration=I: MESSAGE" and
- * exits 3 (4 if its loop ended without an error). */
+ * job, or calls coll_finalize and exits 0 while the others go on. The
+ * others must fail, never hang nor finish as if nothing happened: each
+ * prints "fault-matrix rank R: status=S iteration=I after=MS ms: MESSAGE"
+ * (MS: how long the failed call took) and exits 3 (4 if its loop ended
+ * without an error). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime in a -std=c11 build */
 #include <coll/coll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int run(const char *name, int *send, int *recv, size_t n, int root, coll_comm_t w) {
   if (!strcmp(name, "allreduce")) return coll_allreduce(send, recv, n, COLL_INT32, COLL_SUM, w);
@@ -29,12 +33,13 @@ static int run(const char *name, int *send, int *recv, size_t n, int root, coll_
 
 int main(int argc, char **argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: %s COLLECTIVE VICTIM ITERATION kill|stop [COUNT]\n", argv[0]);
+    fprintf(stderr, "usage: %s COLLECTIVE VICTIM ITERATION kill|stop|finalize [COUNT]\n",
+            argv[0]);
     return 64;
   }
   const char *name = argv[1];
   const int victim = atoi(argv[2]), at = atoi(argv[3]);
-  const int stop = !strcmp(argv[4], "stop");
+  const int stop = !strcmp(argv[4], "stop"), finalize = !strcmp(argv[4], "finalize");
   const size_t n = argc > 5 ? (size_t)atol(argv[5]) : 1000;
   if (coll_init(&argc, &argv) != COLL_SUCCESS) return 1;
   int rank = 0, size = 0;
@@ -44,11 +49,20 @@ int main(int argc, char **argv) {
   int *send = calloc(n * (size_t)size, sizeof *send), *recv = calloc(n * (size_t)size, sizeof *recv);
   if (!send || !recv) return 1;
   for (int i = 0; i < 100000; ++i) {
-    if (rank == victim && i == at) raise(stop ? SIGSTOP : SIGKILL);
+    if (rank == victim && i == at) {
+      if (!finalize) raise(stop ? SIGSTOP : SIGKILL);
+      const int status = coll_finalize();
+      printf("fault-matrix rank %d: finalized at iteration %d: status=%d\n", rank, i, status);
+      return 0;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     const int status = run(name, send, recv, n, i % size, coll_comm_world());
     if (status != COLL_SUCCESS) {
-      printf("fault-matrix rank %d: status=%d iteration=%d: %s\n", rank, status, i,
-             coll_comm_last_error(coll_comm_world()));
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      const long ms = (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+      printf("fault-matrix rank %d: status=%d iteration=%d after=%ld ms: %s\n", rank, status, i,
+             ms, coll_comm_last_error(coll_comm_world()));
       fflush(stdout);
       return 3;
     }

@@ -295,6 +295,54 @@ TEST_F(Fault, MismatchedAlltoallvCountsAreAnArgumentError) {
   expect_shm_clean(job);
 }
 
+// A rank that finalizes while the others are still in a collective with it
+// is lost to them: they fail at once with COLL_ERR_PEER_LOST naming it (its
+// `left` notice, Channel::quiesce), not after COLL_TIMEOUT (30 s here).
+TEST_F(Fault, RankThatFinalizesEarlyIsLostToItsPeersAtOnce) {
+  const JobResult job = run(4, {"COLL_TIMEOUT=30"}, "finalize-early");
+  EXPECT_FALSE(job.exited && job.exit_status == 0) << "collrun reported success";
+  EXPECT_EQ(count_lines_containing(job.output, {"rank 2: calling coll_finalize"}), 1);
+  EXPECT_EQ(count_lines_containing(job.output, {"without noticing"}), 0);
+  // The leaver's finalize returns (collrun may end it first: then no line).
+  EXPECT_EQ(count_lines_containing(job.output, {"rank 2: finalize status="}),
+            count_lines_containing(job.output, {"rank 2: finalize status=0 "}));
+  const std::string lost = " status=" + std::to_string(COLL_ERR_PEER_LOST) + " ";
+  int reported = 0;
+  for (int survivor : {0, 1, 3}) {
+    const std::string prefix = "fault-helper rank " + std::to_string(survivor) + ": allreduce ";
+    const int lines = count_lines_containing(job.output, {prefix});
+    EXPECT_EQ(count_lines_containing(job.output, {prefix, lost}), lines)
+        << "rank " << survivor << " got another status than COLL_ERR_PEER_LOST";
+    reported += lines;
+  }
+  EXPECT_GE(reported, 1) << "no survivor reported its failure";
+  // Within milliseconds: a survivor that timed out would report 30000 ms.
+  for (size_t at = job.output.find("after_ms="); at != std::string::npos;
+       at = job.output.find("after_ms=", at + 1))
+    EXPECT_LT(std::atol(job.output.c_str() + at + 9), 5000) << "noticed late";
+  EXPECT_GE(count_lines_containing(job.output, {"rank 2 called coll_finalize while"}), 1)
+      << "no survivor named rank 2 as the rank that finalized";
+  for (const char* other : {"rank 0 called coll_finalize", "rank 1 called coll_finalize",
+                            "rank 3 called coll_finalize"})
+    EXPECT_EQ(count_lines_containing(job.output, {other}), 0) << "wrong rank named";
+  // Its exit status 0 is no failure: collrun names a survivor, never rank 2.
+  EXPECT_EQ(count_lines_containing(job.output, {"collrun: rank 2 ("}), 0);
+  expect_shm_clean(job);
+}
+
+// The other side: ranks that are still finishing the last operation (their
+// messages from rank 0 arrived, they have not looked yet) when rank 0 has
+// finalized must complete it; nobody reports a lost peer.
+TEST_F(Fault, FinalizeWhilePeersFinishTheLastOperationIsClean) {
+  const JobResult job = run(4, {"COLL_TIMEOUT=30"}, "finalize-staggered");
+  EXPECT_TRUE(job.exited && job.exit_status == 0)
+      << "exit " << job.exit_status << " signal " << job.signal << ": see the ranks' lines";
+  EXPECT_EQ(count_lines_containing(job.output, {"staggered bcast status=0 "}), 4);
+  EXPECT_EQ(count_lines_containing(job.output, {"staggered allreduce status=0 "}), 4);
+  EXPECT_EQ(count_lines_containing(job.output, {"finalize status=0 exit=0"}), 4);
+  expect_shm_clean(job);
+}
+
 // SIGKILL of collrun and of a rank during start-up, between the rank's
 // creating its segment and unlinking it: nobody is left to remove it
 // (collrun's safety net died with collrun). The next job's ranks remove it
