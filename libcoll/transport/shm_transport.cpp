@@ -37,6 +37,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -51,6 +52,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -176,6 +178,39 @@ class ShmName {
 
  private:
   std::string name_;
+};
+
+// collrun starts its ranks with PR_SET_PDEATHSIG = SIGKILL, so that none
+// outlives it (rank_process.cpp). Between creating its segment and
+// unlinking it after the setup barrier, that signal would leave the
+// segment in /dev/shm with nobody to remove it but the next job; so it is
+// held back there. A launcher that dies meanwhile closes the bootstrap:
+// the setup fails, the segment is unlinked on the way out, and then the
+// held signal is raised, as the launcher asked (issue 15: a SIGKILL of
+// collrun at any point of start-up leaves nothing behind).
+class ParentDeathSignalHold {
+ public:
+  ParentDeathSignalHold() {
+    int sig = 0;
+    if (prctl(PR_GET_PDEATHSIG, &sig) != 0 || sig == 0) return;
+    parent_ = getppid();
+    if (prctl(PR_SET_PDEATHSIG, 0) == 0) signal_ = sig;
+  }
+  ParentDeathSignalHold(const ParentDeathSignalHold&) = delete;
+  ParentDeathSignalHold& operator=(const ParentDeathSignalHold&) = delete;
+  ~ParentDeathSignalHold() { release(); }
+  void release() {
+    const int sig = std::exchange(signal_, 0);
+    if (sig == 0) return;
+    prctl(PR_SET_PDEATHSIG, sig);
+    // Reparented: the parent died while the signal was held (from now on
+    // the kernel sends it).
+    if (getppid() != parent_) kill(getpid(), sig);
+  }
+
+ private:
+  int signal_ = 0;
+  pid_t parent_ = 0;
 };
 
 class Fd {
@@ -477,6 +512,7 @@ class ShmTransport final : public Transport {
     // Everyone has mapped every segment: the names are no longer needed.
     boot.barrier(timeout_s);
     own_name_.unlink();
+    death_signal_hold_.release();
   }
 
   Mapping map_self() {
@@ -534,6 +570,9 @@ class ShmTransport final : public Transport {
   int rank_;
   int size_;
   std::vector<bool> same_host_;
+  // Before own_name_: on a failed setup the name is unlinked before a held
+  // signal goes off.
+  ParentDeathSignalHold death_signal_hold_;
   ShmName own_name_;
   UniqueFd fd_;  // our segment, open until teardown: alloc_window and free_window use it
   Mapping own_;

@@ -34,13 +34,21 @@
 //                 sleep); rank 0 finalizes as soon as its part is done,
 //                 while they are still in it. Every rank must succeed,
 //                 with the right data, and finalize cleanly.
+//   collrun-dies-in-setup  rank 0 SIGKILLs collrun in coll_init just after
+//                 creating its shm segment (shm_open is interposed), before
+//                 the setup barrier: every rank must end (collrun asked for
+//                 SIGKILL at its death) and no segment may be left. Needs
+//                 COLL_TEST_SYNC_DIR (files say what happened).
 //   ok            coll_init, one allreduce, coll_finalize.
 #include <coll/coll.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -290,6 +298,26 @@ int die_in_setup(int* argc, char*** argv) {
   return 0;
 }
 
+bool g_kill_collrun_at_create = false;  // collrun-dies-in-setup, rank 0
+
+int collrun_dies_in_setup(int* argc, char*** argv) {
+  const char* job = std::getenv("COLL_JOBID");
+  const char* rank = std::getenv("COLL_RANK");
+  if (!job || !rank) return 64;
+  if (std::strcmp(rank, "0") == 0) {
+    std::printf("fault-helper jobid=%s\n", job);
+    std::fflush(stdout);
+    g_kill_collrun_at_create = true;
+  }
+  // Collrun dies in here (shm_open below); no rank should come back. What
+  // happened goes to files in COLL_TEST_SYNC_DIR: collrun, which forwarded
+  // our output, is gone.
+  coll_init(argc, argv);
+  if (const char* dir = std::getenv("COLL_TEST_SYNC_DIR"))
+    if (FILE* f = std::fopen((std::string(dir) + "/returned-" + rank).c_str(), "w")) std::fclose(f);
+  return 1;
+}
+
 int all_ok() {
   int in = g_rank + 1, out = 0;
   const int status =
@@ -315,18 +343,42 @@ extern "C" int shm_unlink(const char* name) {
   return real ? real(name) : -1;
 }
 
+// collrun-dies-in-setup: rank 0 kills collrun right after it created its
+// own segment (O_CREAT), the moment a launcher's death leaves the most in
+// /dev/shm. Otherwise libc's.
+extern "C" int shm_open(const char* name, int oflag, mode_t mode) {
+  using Fn = int (*)(const char*, int, mode_t);
+  static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "shm_open"));
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const int fd = real(name, oflag, mode);
+  if (g_kill_collrun_at_create && (oflag & O_CREAT) && fd >= 0) {
+    g_kill_collrun_at_create = false;
+    if (const char* dir = std::getenv("COLL_TEST_SYNC_DIR"))
+      if (FILE* f = std::fopen((std::string(dir) + "/killed-collrun").c_str(), "w")) {
+        std::fprintf(f, "%s\n", name);
+        std::fclose(f);
+      }
+    kill(getppid(), SIGKILL);
+  }
+  return fd;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(
         stderr,
         "usage: %s "
         "silent-rank|kill-rank|mismatch|mismatch-slot|mismatch-gather|mismatch-alltoallv|"
-        "finalize-early|finalize-staggered|die-in-setup|ok\n",
+        "finalize-early|finalize-staggered|die-in-setup|collrun-dies-in-setup|ok\n",
         argv[0]);
     return 64;
   }
   const std::string mode = argv[1];
   if (mode == "die-in-setup") return die_in_setup(&argc, &argv);
+  if (mode == "collrun-dies-in-setup") return collrun_dies_in_setup(&argc, &argv);
   int status = coll_init(&argc, &argv);
   if (status != COLL_SUCCESS) {
     std::fprintf(stderr, "fault-helper: coll_init: %s: %s\n", coll_strerror(status),

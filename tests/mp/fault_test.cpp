@@ -365,4 +365,59 @@ TEST_F(Fault, SegmentsOfAJobKilledDuringSetupAreRemovedByTheNextJob) {
   expect_shm_clean(next);
 }
 
+// Processes whose environment has COLL_JOBID=id (the ranks of that job).
+int processes_of_job(const std::string& id) {
+  const std::string entry = "COLL_JOBID=" + id;
+  int count = 0;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = proc.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string env;
+    if (FILE* f = std::fopen((proc.path() / "environ").c_str(), "r")) {
+      char buffer[4096];
+      size_t n;
+      while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) env.append(buffer, n);
+      std::fclose(f);
+    }
+    for (size_t at = env.find(entry); at != std::string::npos; at = env.find(entry, at + 1)) {
+      const size_t end = at + entry.size();
+      if ((at == 0 || env[at - 1] == '\0') && (end == env.size() || env[end] == '\0')) {
+        ++count;
+        break;
+      }
+    }
+  }
+  return count;
+}
+
+// SIGKILL of collrun alone during start-up, at the worst moment: rank 0 has
+// created its segment, no rank has unlinked its own. The ranks must not
+// outlive collrun (it starts them with a parent-death SIGKILL), and that
+// signal must not leave the segment behind (it is held back until the
+// segment is unlinked).
+TEST_F(Fault, CollrunKilledDuringSetupLeavesNoSegmentAndNoRank) {
+  char sync_dir[] = "/tmp/coll-fault-sync-XXXXXX";
+  ASSERT_NE(mkdtemp(sync_dir), nullptr);
+  const JobResult job = run(4, {"COLL_TRANSPORT=shm", std::string("COLL_TEST_SYNC_DIR=") + sync_dir},
+                            "collrun-dies-in-setup");
+  const std::string id = job_id_of(job.output);
+  EXPECT_EQ(job.signal, SIGKILL) << "collrun was not killed";
+  const bool killed = std::filesystem::exists(std::string(sync_dir) + "/killed-collrun");
+  int returned = 0;
+  for (const auto& file : std::filesystem::directory_iterator(sync_dir))
+    returned += file.path().filename().string().rfind("returned-", 0) == 0;
+  std::filesystem::remove_all(sync_dir);
+  ASSERT_FALSE(id.empty()) << "rank 0 did not print the job id";
+  EXPECT_TRUE(killed) << "the scenario did not happen: rank 0 did not kill collrun";
+  // Every rank ends within moments of collrun (rank 0 once its segment is
+  // unlinked).
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (processes_of_job(id) > 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(processes_of_job(id), 0) << "ranks of the job still run 10 s after collrun died";
+  EXPECT_EQ(returned, 0) << "a rank returned from coll_init after collrun died";
+  for (const std::string& name : coll_shm_entries())
+    EXPECT_NE(name.rfind("coll-" + id + "-", 0), 0u) << "left behind: /dev/shm/" << name;
+}
+
 }  // namespace
