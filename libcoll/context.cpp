@@ -454,7 +454,19 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
     } catch (const Error& e) {
       std::unique_lock<std::mutex> cl(comm.progress_mutex(), std::defer_lock);
       if (locking_) cl.lock();
-      comm.fail(e.status(), e.what());
+      std::string message = e.what();
+      // A failure that is not this wait's own may hide what it had long been
+      // waiting for: tcp fails the whole transport when any peer's
+      // connection closes, e.g. a peer that timed out first and exited
+      // while this rank waited for a stopped one. Name the awaited peer.
+      const Blocker* b = comm.blocked();
+      if (e.status() != COLL_ERR_TIMEOUT && p.started && b && b->peer >= 0) {
+        const double waited = std::chrono::duration<double>(Clock::now() - p.last_progress).count();
+        if (waited >= 1.0)
+          message += strfmt(" (meanwhile rank %d had waited %.1f s for %s from rank %d)",
+                            comm.rank(), waited, b->what, b->peer);
+      }
+      comm.fail(e.status(), message);
       return true;
     }
     if (once) return op.complete;
