@@ -13,8 +13,10 @@
 #                the launcher ended before they noticed report nothing:
 #                fine); finalize: a survivor that noticed only after 1 s;
 #   wrong blame  kill: the launcher did not name the victim (collrun's
-#                "rank V (...)", mpirun's "rank V with PID"), or collrun
-#                named another rank; stop: neither a survivor's message
+#                "rank V (...)", mpirun's "rank V with PID"; where Open MPI
+#                names a survivor instead, the survivors' messages must
+#                name it: counted apart below the table), or collrun named
+#                another rank; stop: neither a survivor's message
 #                ("from rank V") nor collrun ("rank V (...) is stopped")
 #                names the victim; finalize: no survivor's message says
 #                "rank V called coll_finalize", or one names another rank
@@ -44,6 +46,7 @@ log=${FAULT_MATRIX_LOG:-/tmp/fault-matrix.log}
 colls="allreduce bcast barrier reduce allgather gather scatter alltoall reduce_scatter_block scan"
 shm_count() { ls /dev/shm 2>/dev/null | grep -c '^coll-'; }
 
+mpirun_named_survivor=0
 echo "| fault | transport | launcher | jobs | hangs | wrong status | wrong blame | leaks |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
 # The ranks of the job that collrun $1 started (their COLL_JOBID is
@@ -137,8 +140,13 @@ for fault in ${FAULTS:-kill stop finalize launcher}; do
             if [ "$launcher" = collrun ]; then
               grep -q "^collrun: rank $victim (" <<<"$out" || named=0
               grep -E "^collrun: rank [0-9]+ \(" <<<"$out" | grep -vq "^collrun: rank $victim (" && named=0
-            else
-              grep -q "rank $victim with PID" <<<"$out" || named=0
+            elif ! grep -q "rank $victim with PID" <<<"$out"; then
+              # Open MPI names the first process it reaps: a survivor that
+              # exited on the lost peer before it noticed the kill (its
+              # printout, not ours; counted apart). Then the survivors'
+              # messages must name the victim.
+              grep -q "lost rank $victim \|rank $victim (pid [0-9]*) is gone" <<<"$lines" || named=0
+              [ "$named" = 1 ] && mpirun_named_survivor=$((mpirun_named_survivor + 1))
             fi
           elif [ "$fault" = finalize ]; then
             grep -q "rank $victim called coll_finalize" <<<"$out" || named=0
@@ -166,3 +174,8 @@ for fault in ${FAULTS:-kill stop finalize launcher}; do
     done
   done
 done
+if [ "$mpirun_named_survivor" -gt 0 ]; then
+  echo
+  echo "kill under mpirun: in $mpirun_named_survivor jobs Open MPI named a survivor (the first" \
+    "process it reaped), and the survivors' messages named the victim"
+fi
