@@ -403,19 +403,15 @@ TEST_F(Fault, CollrunKilledDuringSetupLeavesNoSegmentAndNoRank) {
   const std::string id = job_id_of(job.output);
   EXPECT_EQ(job.signal, SIGKILL) << "collrun was not killed";
   const bool killed = std::filesystem::exists(std::string(sync_dir) + "/killed-collrun");
-  int returned = 0;
-  for (const auto& file : std::filesystem::directory_iterator(sync_dir))
-    returned += file.path().filename().string().rfind("returned-", 0) == 0;
   std::filesystem::remove_all(sync_dir);
   ASSERT_FALSE(id.empty()) << "rank 0 did not print the job id";
   EXPECT_TRUE(killed) << "the scenario did not happen: rank 0 did not kill collrun";
   // Every rank ends within moments of collrun (rank 0 once its segment is
-  // unlinked).
+  // unlinked), by the signal: one that returned from coll_init sleeps 60 s.
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (processes_of_job(id) > 0 && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(processes_of_job(id), 0) << "ranks of the job still run 10 s after collrun died";
-  EXPECT_EQ(returned, 0) << "a rank returned from coll_init after collrun died";
   for (const std::string& name : coll_shm_entries())
     EXPECT_NE(name.rfind("coll-" + id + "-", 0), 0u) << "left behind: /dev/shm/" << name;
 }
