@@ -198,6 +198,7 @@ Task scatter_allgather_bcast(Channel& ch, const Args& args);
 Task linear_bcast(Channel& ch, const Args& args);
 bool linear_bcast_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task tree_barrier(Channel& ch, const Args& args);
+bool tree_barrier_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task dissemination_barrier(Channel& ch, const Args& args);
 Task ring_allgather(Channel& ch, const Args& args);
 Task bruck_allgather(Channel& ch, const Args& args);

@@ -38,21 +38,84 @@ Task dissemination_barrier(Channel& ch, const Args&) {
   }
 }
 
-Task tree_barrier(Channel& ch, const Args&) {
+namespace {
+
+// Where the tree barrier stands; the synchronous form hands the call over
+// at one of these.
+enum class TreePoint {
+  kStart,
+  kChildrenHeard,  // every child's message taken (released)
+  kParentTold,     // and ours sent to the parent
+  kReleasing,      // the parent's release taken: sending ours, from a child on
+};
+
+int tree_parent(int r) { return (r - 1) / kBarrierRadix; }
+int tree_first_child(int r) { return r * kBarrierRadix + 1; }
+int tree_last_child(int r, int n) { return std::min(n - 1, r * kBarrierRadix + kBarrierRadix); }
+
+Task tree_from(Channel& ch, TreePoint from, int next_child) {
   const int n = ch.size(), r = ch.rank();
-  const int first_child = r * kBarrierRadix + 1;
-  const int last_child = std::min(n - 1, r * kBarrierRadix + kBarrierRadix);
-  for (int c = first_child; c <= last_child; ++c) {
-    co_await ch.recv(c, 0);
-    co_await ch.release(c);
+  const int first_child = tree_first_child(r), last_child = tree_last_child(r, n);
+  if (from == TreePoint::kStart) {
+    for (int c = first_child; c <= last_child; ++c) {
+      co_await ch.recv(c, 0);
+      co_await ch.release(c);
+    }
   }
-  if (r > 0) {
-    const int parent = (r - 1) / kBarrierRadix;
-    co_await ch.send(parent, nullptr, 0);
+  if (r > 0 && from != TreePoint::kReleasing) {
+    const int parent = tree_parent(r);
+    if (from != TreePoint::kParentTold) co_await ch.send(parent, nullptr, 0);
     co_await ch.recv(parent, 0);
     co_await ch.release(parent);
   }
-  for (int c = first_child; c <= last_child; ++c) co_await ch.send(c, nullptr, 0);
+  for (int c = from == TreePoint::kReleasing ? next_child : first_child; c <= last_child; ++c)
+    co_await ch.send(c, nullptr, 0);
+}
+
+}  // namespace
+
+Task tree_barrier(Channel& ch, const Args&) { return tree_from(ch, TreePoint::kStart, 0); }
+
+// The steps of tree_from, each once its wait is satisfied within the polls.
+// Every child's message is there before any is taken, so that a barrier
+// given up while children are missing has done nothing; past that, the
+// coroutine continues from the point reached. A blocking barrier's
+// completion is on the path of the collective after it (its first rank
+// waits for the last to leave the barrier).
+bool tree_barrier_now(Channel& ch, const Args&, Polls& polls, Task& rest) {
+  const int n = ch.size(), r = ch.rank();
+  const int first_child = tree_first_child(r), last_child = tree_last_child(r, n);
+  for (int c = first_child; c <= last_child; ++c)
+    while (!ch.message(c, 0))
+      if (!polls.next()) return false;
+  for (int c = first_child; c <= last_child; ++c) ch.release_now(c);
+  if (r > 0) {
+    const int parent = tree_parent(r);
+    while (!ch.can_send(parent)) {
+      if (!polls.next()) {
+        rest = tree_from(ch, TreePoint::kChildrenHeard, 0);
+        return false;
+      }
+    }
+    ch.send_now(parent, nullptr, 0);
+    while (!ch.message(parent, 0)) {
+      if (!polls.next()) {
+        rest = tree_from(ch, TreePoint::kParentTold, 0);
+        return false;
+      }
+    }
+    ch.release_now(parent);
+  }
+  for (int c = first_child; c <= last_child; ++c) {
+    while (!ch.can_send(c)) {
+      if (!polls.next()) {
+        rest = tree_from(ch, TreePoint::kReleasing, c);
+        return false;
+      }
+    }
+    ch.send_now(c, nullptr, 0);
+  }
+  return true;
 }
 
 }  // namespace coll

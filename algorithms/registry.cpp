@@ -29,7 +29,7 @@ constexpr Algorithm kBcast[] = {
     {"linear", linear_bcast, linear_bcast_now},
 };
 constexpr Algorithm kBarrier[] = {
-    {"tree", tree_barrier},
+    {"tree", tree_barrier, tree_barrier_now},
     {"dissemination", dissemination_barrier},
 };
 constexpr Algorithm kAllgather[] = {
