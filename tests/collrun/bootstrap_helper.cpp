@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/other_user.hpp"
 #include "allgather_rounds.hpp"
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/collrun_protocol.hpp"
@@ -365,35 +366,20 @@ int run_attacked(const char* self) {
   int lifeline = -1, report = -1;
   std::string staged;
   if (rank == 0) {
-    // A copy the other user can execute, wherever the build tree is.
-    char dir[] = "/tmp/coll-attacker.XXXXXX";
-    check(::mkdtemp(dir) != nullptr, "mkdtemp");
-    ::chmod(dir, 0755);
-    staged = std::string(dir) + "/bootstrap_helper";
-    check(std::system(("cp " + std::string(self) + " " + staged + " && chmod 755 " + staged)
-                          .c_str()) == 0,
-          "staging the attacker");
-    int in[2], out[2];
-    check(::pipe(in) == 0 && ::pipe(out) == 0, "pipes");
-    const std::string address = std::getenv("COLL_BOOTSTRAP");
-    const std::string pid = std::to_string(::getpid());
-    attacker = ::fork();
-    if (attacker == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::close(in[1]);
-      ::close(out[0]);
-      char* env[] = {const_cast<char*>("PATH=/usr/bin:/bin"),
-                     const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
-      ::execle("/usr/bin/setpriv", "setpriv", "--reuid=65534", "--regid=65534",
-               "--clear-groups", "--", staged.c_str(), "attack", address.c_str(), pid.c_str(),
-               static_cast<char*>(nullptr), env);
-      ::_exit(127);
+    test_support::OtherUserProcess other;
+    try {
+      other = test_support::start_as_other_user(
+          self, "bootstrap_helper",
+          {"attack", std::getenv("COLL_BOOTSTRAP") ? std::getenv("COLL_BOOTSTRAP") : "",
+           std::to_string(::getpid())});
+    } catch (const std::exception& e) {
+      check(false, std::string("starting the attacker: ") + e.what());
+      return 1;
     }
-    ::close(in[0]);
-    ::close(out[1]);
-    lifeline = in[1];
-    report = out[0];
+    attacker = other.pid;
+    staged = other.staged;
+    lifeline = other.to;
+    report = other.from;
     // Until it holds its flood: every attack but the flood is over.
     std::string said;
     char chunk[256];
@@ -418,7 +404,7 @@ int run_attacked(const char* self) {
     check(::waitpid(attacker, &status, 0) == attacker && WIFEXITED(status) &&
               WEXITSTATUS(status) == 0,
           "the attacker saw an attack succeed (or did not run)");
-    std::filesystem::remove_all(std::filesystem::path(staged).parent_path());
+    test_support::OtherUserProcess{.staged = staged}.remove_staged();
     if (failures == 0) std::printf("ok attacked\n");
   }
   return failures == 0 ? 0 : 1;

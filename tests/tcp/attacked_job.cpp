@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/other_user.hpp"
 #include "job_secret.hpp"
 #include "transport/tcp_transport.hpp"
 
@@ -298,31 +299,16 @@ void converse_with_attacker() {
 }
 
 void start_attacker(const char* self) {
-  char dir[] = "/tmp/coll-tcp-attacker.XXXXXX";
-  check(::mkdtemp(dir) != nullptr, "mkdtemp");
-  ::chmod(dir, 0755);
-  g_attacker.staged = std::string(dir) + "/tcp_attacked_job";
-  std::error_code ec;
-  std::filesystem::copy_file(self, g_attacker.staged, ec);
-  check(!ec && ::chmod(g_attacker.staged.c_str(), 0755) == 0, "staging the attacker");
-  int in[2], out[2];
-  check(::pipe(in) == 0 && ::pipe(out) == 0, "pipes");
-  g_attacker.pid = ::fork();
-  if (g_attacker.pid == 0) {
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    ::close(in[1]);
-    ::close(out[0]);
-    char* env[] = {const_cast<char*>("PATH=/usr/bin:/bin"),
-                   const_cast<char*>("ASAN_OPTIONS=detect_leaks=0"), nullptr};
-    ::execle("/usr/bin/setpriv", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-             "--", g_attacker.staged.c_str(), "attack", static_cast<char*>(nullptr), env);
-    ::_exit(127);
+  try {
+    const test_support::OtherUserProcess p =
+        test_support::start_as_other_user(self, "tcp_attacked_job", {"attack"});
+    g_attacker.pid = p.pid;
+    g_attacker.to = p.to;
+    g_attacker.from = p.from;
+    g_attacker.staged = p.staged;
+  } catch (const std::exception& e) {
+    check(false, std::string("starting the attacker: ") + e.what());
   }
-  ::close(in[0]);
-  ::close(out[1]);
-  g_attacker.to = in[1];
-  g_attacker.from = out[0];
 }
 
 void finish_attacker() {
@@ -334,7 +320,7 @@ void finish_attacker() {
   check(::waitpid(g_attacker.pid, &status, 0) == g_attacker.pid && WIFEXITED(status) &&
             WEXITSTATUS(status) == 0,
         "the attacker saw an attack succeed (or did not run)");
-  std::filesystem::remove_all(std::filesystem::path(g_attacker.staged).parent_path());
+  test_support::OtherUserProcess{.staged = g_attacker.staged}.remove_staged();
 }
 
 bool call_ok(int status, const char* what) {
