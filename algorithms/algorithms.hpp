@@ -135,7 +135,8 @@ struct Polls {
 // coroutine's frame and the engine's queue and pacing: on a small blocking
 // call they were half the instructions. Called only where writes complete
 // at post (Channel::completes_at_post: no release or flush ever waits),
-// for blocking calls on an idle communicator.
+// for blocking calls on an idle communicator that move something (a call of
+// no data never becomes an operation: Communicator::check_and_choose).
 using NowFn = bool (*)(Channel&, const Args&, Polls& polls, Task& rest);
 
 struct Algorithm {

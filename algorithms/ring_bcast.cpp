@@ -46,7 +46,6 @@ Task ring_bcast(Channel& ch, const Args& a) {
 // One chunk, not zero-copy: each rank receives at most one message and
 // sends at most one; both are waited for before either is done.
 bool ring_bcast_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
-  if (a.bytes == 0) return true;  // as the coroutine: no chunk, nothing sent
   if (a.bytes > ch.slot_bytes() || ch.zero_copy(a.bytes)) return false;
   const int n = ch.size(), r = ch.rank();
   const int pos = ring::chain_position(r, a.root, n);

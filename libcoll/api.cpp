@@ -237,13 +237,8 @@ int collective(coll_comm_t comm, coll::Coll c, coll::Args args, coll_request_t* 
       coll::fail(COLL_ERR_INVALID_ARG, "%s: NULL request", coll::collective_info(c).name);
     EntryGuard guard(cm);
     if (blocking) {
-      coll::Operation* op = cm.blocking_call(c, args);
+      coll::Operation* op = cm.start_blocking(c, args);
       if (!op) return;
-      {
-        std::unique_lock<std::mutex> l(cm.progress_mutex(), std::defer_lock);
-        if (ctx.locking()) l.lock();
-        cm.start(*op);
-      }
       ctx.wait(*op);
       if (op->status) throw coll::Error(op->status, op->message);
       return;

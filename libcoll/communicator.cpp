@@ -128,25 +128,30 @@ void Communicator::prepare_plain(Coll c, const Algorithm* algo, Operation& op) {
   op.algorithm = algo;
 }
 
-Operation* Communicator::blocking_call(Coll c, Args& args) {
+Operation* Communicator::start_blocking(Coll c, Args& args) {
+  Operation& op = blocking_op_;
+  const Algorithm* algo = nullptr;
   // COLL_CHECK_ARGS: this test is all that the normal path pays for it.
-  if (arg_check_) [[unlikely]]
-    return make_checked(c, args, false, blocking_op_) ? &blocking_op_ : nullptr;
-  const Algorithm* algo = check_and_choose(c, args);
-  if (!algo) return nullptr;
-  Task rest;
-  if (algo->now && fast_path_) {
-    std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
-    if (ctx_.locking()) l.lock();
-    if (run_now(*algo, args, rest)) return nullptr;
+  if (arg_check_) [[unlikely]] {
+    if (!make_checked(c, args, false, op)) return nullptr;
+  } else {
+    algo = check_and_choose(c, args);
+    if (!algo) return nullptr;
   }
-  // The arguments are copied only here: the synchronous form works on the
-  // caller's (and a `rest` it handed over refers to those, which live
-  // until the blocking call returns).
-  blocking_op_.args = args;
-  prepare_plain(c, algo, blocking_op_);
-  blocking_op_.task = std::move(rest);  // empty: begin() makes the task
-  return &blocking_op_;
+  std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
+  if (ctx_.locking()) l.lock();
+  if (algo) {
+    Task rest;
+    if (algo->now && fast_path_ && run_now(*algo, args, rest)) return nullptr;
+    // The arguments are copied only here: the synchronous form works on
+    // the caller's (and a `rest` it handed over refers to those, which
+    // live until the blocking call returns).
+    op.args = args;
+    prepare_plain(c, algo, op);
+    op.task = std::move(rest);  // empty: begin() makes the task
+  }
+  start(op);
+  return &op;
 }
 
 bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {

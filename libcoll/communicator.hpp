@@ -80,12 +80,11 @@ class Communicator {
   // A blocking call, checked (args in place) and chosen as make_collective
   // does. nullptr when it is done here: it moves nothing, or its
   // algorithm's synchronous form (algorithms.hpp, NowFn) finished it at
-  // once; else blocking_op(), prepared, for the caller to start and wait
-  // on.
-  Operation* blocking_call(Coll c, Args& args);
-  // The operation blocking calls reuse (a blocking call is complete before
-  // it returns, and a communicator is entered by one thread at a time).
-  Operation& blocking_op() { return blocking_op_; }
+  // once; else the communicator's own blocking operation, started (under
+  // the progress lock where threads meet), for the caller to wait on. A
+  // communicator is entered by one thread at a time, and a blocking call is
+  // complete before it returns, so one operation serves them all.
+  Operation* start_blocking(Coll c, Args& args);
   // An operation that runs body (communicator constructors, the closing
   // handshake).
   std::unique_ptr<Operation> make_internal(const char* what, std::function<Task(Channel&)> body);

@@ -281,17 +281,25 @@ int mismatch_alltoallv() {
   return expect_invalid_at_rank0("mismatched alltoallv", status);
 }
 
-bool g_die_at_unlink = false;  // die-in-setup, rank 0
-
-int die_in_setup(int* argc, char*** argv) {
+// The setup-fault modes: rank 0 prints the job id (the driver looks for
+// its segment by it) and arms the interposer named by `armed`. False
+// outside a collrun job.
+bool arm_rank0_for_setup_fault(bool* armed) {
   const char* job = std::getenv("COLL_JOBID");
   const char* rank = std::getenv("COLL_RANK");
-  if (!job || !rank) return 64;
+  if (!job || !rank) return false;
   if (std::strcmp(rank, "0") == 0) {
     std::printf("fault-helper jobid=%s\n", job);
     std::fflush(stdout);
-    g_die_at_unlink = true;
+    *armed = true;
   }
+  return true;
+}
+
+bool g_die_at_unlink = false;  // die-in-setup, rank 0
+
+int die_in_setup(int* argc, char*** argv) {
+  if (!arm_rank0_for_setup_fault(&g_die_at_unlink)) return 64;
   // Rank 0 dies in here (shm_unlink below); rank 1 gets an error once
   // collrun is gone.
   coll_init(argc, argv);
@@ -301,14 +309,7 @@ int die_in_setup(int* argc, char*** argv) {
 bool g_kill_collrun_at_create = false;  // collrun-dies-in-setup, rank 0
 
 int collrun_dies_in_setup(int* argc, char*** argv) {
-  const char* job = std::getenv("COLL_JOBID");
-  const char* rank = std::getenv("COLL_RANK");
-  if (!job || !rank) return 64;
-  if (std::strcmp(rank, "0") == 0) {
-    std::printf("fault-helper jobid=%s\n", job);
-    std::fflush(stdout);
-    g_kill_collrun_at_create = true;
-  }
+  if (!arm_rank0_for_setup_fault(&g_kill_collrun_at_create)) return 64;
   // Collrun dies in here (shm_open below); no rank should come back. What
   // happened goes to files in COLL_TEST_SYNC_DIR: collrun, which forwarded
   // our output, is gone.
