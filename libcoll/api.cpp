@@ -897,6 +897,13 @@ int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t* stats) {
   });
 }
 
+int coll_comm_resource_stats(coll_comm_t comm, coll_resource_stats_t* stats) {
+  return on_comm(comm, [&](CommEntry&, coll::Communicator& c) {
+    if (!stats) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_resource_stats: NULL stats");
+    *stats = c.resource_stats();
+  });
+}
+
 int coll_mem_invalidate(void* addr, size_t len) {
   if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
   return on_comm(g_world, [&](CommEntry&, coll::Communicator& c) {

@@ -1,6 +1,7 @@
 #include "channel.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -63,6 +64,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
   line_peers_.resize(size_t(size_));
   for (int p = 0; p < size_; ++p) line_peers_[size_t(p)] = transport_.line_writes(group_[size_t(p)]);
   staging_.resize(size_t(size_) * WindowLayout::kMaxLineMessage);
+  slot_committed_.resize(size_t(size_) * size_t(layout_.num_slots));
 }
 
 const volatile uint64_t* Channel::local_word(size_t offset) const {
@@ -294,11 +296,41 @@ void Channel::do_send(int peer, const void* src, size_t len) {
   if (len > 0) {
     const int k = int(sent_[size_t(peer)] % uint64_t(layout_.num_slots));
     const RemoteRegion& w = peers_[size_t(peer)];
-    const size_t at = len <= WindowLayout::kInlineBytes ? layout_.inline_data(rank_, k)
-                                                        : layout_.slot(rank_, k);
+    size_t at = layout_.inline_data(rank_, k);
+    if (len > WindowLayout::kInlineBytes) {
+      at = layout_.slot(rank_, k);
+      uint32_t& committed = slot_committed_[size_t(peer) * size_t(layout_.num_slots) + size_t(k)];
+      if (len > committed) commit_slot(peer, w.addr + at, len, &committed);
+    }
     post_data(peer, src, len, w.addr + at, w.rkey);
   }
   post_flag(peer, len);
+}
+
+// The first write into this much of one of our slots in the peer's
+// window: its pages there are committed first (WindowLayout::window_bytes),
+// once per slot and length reached, so later messages pay one compare.
+void Channel::commit_slot(int peer, uint64_t remote_addr, size_t len, uint32_t* committed) {
+  const RemoteRegion& w = peers_[size_t(peer)];
+  if (transport_.prepare_write(group_[size_t(peer)], remote_addr + *committed, len - *committed,
+                               w.rkey) != 0) {
+    if (errno != ENOMEM) post_failed(peer, len, false);
+    fail_errno(COLL_ERR_NO_RESOURCES, errno,
+               "rank %d: no memory for %zu bytes of a slot in rank %d's window (%s: is /dev/shm "
+               "or the memory limit full? df /dev/shm)",
+               rank_, len - *committed, peer, transport_.name());
+  }
+  committed_bytes_ += len - *committed;
+  *committed = uint32_t(len);
+}
+
+int Channel::committed_peers() const {
+  int n = 0;
+  const size_t slots = size_t(layout_.num_slots);
+  for (size_t p = 0; p < size_t(size_); ++p)
+    n += std::any_of(&slot_committed_[p * slots], &slot_committed_[p * slots] + slots,
+                     [](uint32_t c) { return c != 0; });
+  return n;
 }
 
 bool Channel::SendWait::try_now() {

@@ -23,6 +23,9 @@
 //   expose    {addr, length, rkey, sequence}: a user buffer of q that p may
 //             write into directly (zero-copy) during the current call;
 //   slot[k]   num_slots eager slots of slot_bytes each.
+// The window holds every partner's header (lines, credit, expose) first,
+// then every partner's slots, so that the slots' memory can be committed
+// only for the partners that write into them (WindowLayout::window_bytes).
 // A message m from q to p lives in slot m % num_slots; p polls line 0 of
 // slot k for sequence m+1. A zero-copy ("direct") message puts its data
 // straight into the exposed buffer and only its flag into the box.
@@ -70,11 +73,30 @@ struct WindowLayout {
   int num_slots = 0;
   int nranks = 0;
 
+  // Where the slots begin: the headers rounded up to whole pages, so that
+  // no page holds both (see window_bytes). 4 KiB, the page of every
+  // platform libcoll builds for; a transport with larger pages only
+  // commits a little more at allocation.
+  static constexpr size_t kPageBytes = 4096;
+
   size_t lines_bytes() const { return kLineBytes * kLinesPerSlot * size_t(num_slots); }
   size_t header_bytes() const { return lines_bytes() + 2 * kLineBytes; }  // + credit, expose
-  size_t box_bytes() const { return header_bytes() + slot_bytes * size_t(num_slots); }
-  size_t window_bytes() const { return box_bytes() * size_t(nranks); }
-  size_t box(int partner) const { return box_bytes() * size_t(partner); }
+  // The window: every partner's header (its lines, credit and expose
+  // lines) first, all together, then every partner's slots. The headers
+  // are what a rank polls and what every message touches; the slots only
+  // messages too large for the lines, and only from the partners the
+  // schedules send them from (a ring: one; recursive doubling: log2 n).
+  // So the window's memory is committed in two parts: the headers when it
+  // is allocated (eager_bytes), a partner's slots by that partner, before
+  // its first write there (Transport::prepare_write, Channel::do_send).
+  // At n ranks that is n x 1.1 KiB up front instead of n x 513 KiB.
+  size_t eager_bytes() const {
+    return (header_bytes() * size_t(nranks) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  }
+  size_t window_bytes() const {
+    return eager_bytes() + slot_bytes * size_t(num_slots) * size_t(nranks);
+  }
+  size_t box(int partner) const { return header_bytes() * size_t(partner); }
   size_t ready(int partner, int slot) const {
     return box(partner) + kLineBytes * kLinesPerSlot * size_t(slot);
   }
@@ -83,7 +105,7 @@ struct WindowLayout {
   size_t left(int partner) const { return credit(partner) + 8; }
   size_t expose(int partner) const { return credit(partner) + kLineBytes; }
   size_t slot(int partner, int k) const {
-    return box(partner) + header_bytes() + slot_bytes * size_t(k);
+    return eager_bytes() + slot_bytes * (size_t(partner) * size_t(num_slots) + size_t(k));
   }
 };
 
@@ -106,6 +128,10 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
 
   int rank() const { return rank_; }
+  // Slot memory this rank committed in its peers' windows, and at how many
+  // peers (commit_slot).
+  uint64_t committed_bytes() const { return committed_bytes_; }
+  int committed_peers() const;
   int size() const { return size_; }
   // The transport rank of communicator rank r.
   int transport_rank(int r) const { return group_[size_t(r)]; }
@@ -265,6 +291,7 @@ class Channel {
   bool try_flag(int peer, size_t len_field);
   const void* try_lines(int peer, size_t len);
   void do_send(int peer, const void* src, size_t len);
+  void commit_slot(int peer, uint64_t remote_addr, size_t len, uint32_t* committed);
   void do_release(int peer);
   bool line_message(int peer, size_t len) const {
     return len <= WindowLayout::kMaxLineMessage && line_peers_[size_t(peer)];
@@ -307,6 +334,10 @@ class Channel {
   std::vector<const MemoryRegion*>* pins_ = nullptr;  // the running operation's
   std::vector<char> line_peers_;         // transport_.line_writes(peer)
   std::vector<char> staging_;            // a received line message, contiguous, per peer
+  // Per (peer, slot k): how many bytes from the start of our slot k in
+  // the peer's window are committed (commit_slot); slot_bytes < 2^31.
+  std::vector<uint32_t> slot_committed_;
+  uint64_t committed_bytes_ = 0;  // their sum: slot memory this rank made peers hold
   std::atomic<uint64_t> outstanding_{0};  // signaled writes not yet completed
   FramePool frames_;
   bool slot_sources_in_flight_ = false;  // a write from one of our slots may not be done

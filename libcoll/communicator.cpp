@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "context.hpp"
 #include "error.hpp"
 #include "selection.hpp"
@@ -17,7 +20,7 @@ Communicator::Window Communicator::make_window(Context& ctx, int size) {
   w.layout.nranks = size;
   w.bytes = w.layout.window_bytes();
   Transport& t = ctx.transport();
-  w.memory = t.alloc_window(w.bytes);
+  w.memory = t.alloc_window(w.bytes, w.layout.eager_bytes());
   try {
     w.mr = t.reg_write(w.memory, w.bytes);
   } catch (...) {
@@ -70,6 +73,30 @@ Communicator::~Communicator() {
   } catch (const Error&) {
     // Cannot happen (ours, dereg'ed); the transport frees it at teardown.
   }
+}
+
+coll_resource_stats_t Communicator::resource_stats() const {
+  coll_resource_stats_t s{};
+  s.window_bytes = window_.bytes;
+  // The eager part (the headers: reserved at allocation), and the slot
+  // pages in memory, whoever committed them: a shm window's are pages of
+  // the tmpfs file; tcp's anonymous pages, once written; rdma's, all
+  // (pinned). mincore counts neither a reserved page nobody touched yet
+  // nor a hole. The window and its slot area are page aligned.
+  const size_t eager = window_.layout.eager_bytes();
+  s.window_resident_bytes = eager;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((window_.bytes - eager + page - 1) / page);
+  if (window_.memory && window_.bytes > eager &&
+      mincore(static_cast<char*>(window_.memory) + eager, window_.bytes - eager,
+              in_core.data()) == 0)
+    for (unsigned char c : in_core) s.window_resident_bytes += (c & 1) ? page : 0;
+  s.slots_committed_bytes = channel_->committed_bytes();
+  s.slot_peers = uint32_t(channel_->committed_peers());
+  s.connections = uint32_t(std::max(0, ctx_.transport().connections()));
+  const RegcacheStats cache = ctx_.cache().stats();
+  s.registrations = cache.registrations - cache.deregistrations + ctx_.communicators();
+  return s;
 }
 
 const char* Communicator::last_algorithm(const std::string& collective) const {

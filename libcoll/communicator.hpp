@@ -65,6 +65,8 @@ class Communicator {
   int rank() const { return channel_->rank(); }
   int size() const { return channel_->size(); }
   Channel& channel() { return *channel_; }
+  // coll_comm_resource_stats.
+  coll_resource_stats_t resource_stats() const;
   // "" before the first call of that collective.
   const char* last_algorithm(const std::string& collective) const;
 

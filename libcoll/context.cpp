@@ -32,9 +32,9 @@ class LockedTransport final : public Transport {
   std::string describe() const override { return t_->describe(); }
   int rank() const override { return t_->rank(); }
   int size() const override { return t_->size(); }
-  void* alloc_window(size_t bytes) override {
+  void* alloc_window(size_t bytes, size_t eager_bytes) override {
     std::lock_guard<std::mutex> l(m_);
-    return t_->alloc_window(bytes);
+    return t_->alloc_window(bytes, eager_bytes);
   }
   void free_window(void* addr, size_t bytes) override {
     std::lock_guard<std::mutex> l(m_);
@@ -57,6 +57,10 @@ class LockedTransport final : public Transport {
     std::lock_guard<std::mutex> l(m_);
     return t_->post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
   }
+  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->prepare_write(peer, remote_addr, length, rkey);
+  }
   bool line_writes(int peer) const override { return t_->line_writes(peer); }
   int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,
                  uint32_t rkey) override {
@@ -73,6 +77,10 @@ class LockedTransport final : public Transport {
   void publish_cpu(int cpu) override { t_->publish_cpu(cpu); }
   bool other_rank_on_cpu(int cpu) const override { return t_->other_rank_on_cpu(cpu); }
   bool needs_local_registration() const override { return t_->needs_local_registration(); }
+  int connections() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->connections();
+  }
   size_t default_zcopy_threshold() const override { return t_->default_zcopy_threshold(); }
   void check_peer(int peer) override {
     std::lock_guard<std::mutex> l(m_);
@@ -81,7 +89,7 @@ class LockedTransport final : public Transport {
 
  private:
   std::unique_ptr<Transport> t_;
-  std::mutex m_;
+  mutable std::mutex m_;  // mutable: connections() is a const call that locks too
 };
 
 using Clock = std::chrono::steady_clock;
@@ -297,6 +305,21 @@ void Context::finalize() noexcept {
       boot_->barrier(config_.timeout_s);
     } catch (const Error&) {
       // Finalize goes on: nothing more can be done for a peer that is gone.
+    }
+  }
+  if (config_.debug && world_) {
+    // After the barrier: every peer's writes into our windows are in.
+    for (Communicator* c : every) {
+      const coll_resource_stats_t s = c->resource_stats();
+      std::fprintf(stderr,
+                   "libcoll: rank %d: communicator %llu of %d ranks: window %llu B, %llu B "
+                   "resident; slots committed at %u peers (%llu B); process: %u connections, "
+                   "%llu registrations\n",
+                   boot_->rank(), static_cast<unsigned long long>(c->id()), c->size(),
+                   static_cast<unsigned long long>(s.window_bytes),
+                   static_cast<unsigned long long>(s.window_resident_bytes), s.slot_peers,
+                   static_cast<unsigned long long>(s.slots_committed_bytes), s.connections,
+                   static_cast<unsigned long long>(s.registrations));
     }
   }
   comms_.clear();

@@ -67,6 +67,8 @@ class Context {
   // completed, the closing handshake runs, its window goes.
   void free(Communicator* comm);
   bool owns(const Communicator* comm) const;
+  // The world and every dup/split alive: each holds one registered window.
+  size_t communicators() const { return 1 + comms_.size(); }
 
   // --- the progress engine -------------------------------------------------
   // Waits until op's activation is complete (advancing everything else

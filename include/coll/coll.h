@@ -363,6 +363,25 @@ typedef struct {
 } coll_regcache_stats_t;
 
 int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t *stats);
+
+/* What a communicator holds at this rank. Its window (the memory peers
+ * write into) has a header for every peer and slots for every peer, but
+ * the slots' memory is committed only where a peer has written into them:
+ * the ones its schedules send to this rank through (a ring: one peer;
+ * recursive doubling or a tree: about log2 n), so that resident memory
+ * grows with those peers, not with n (on rdma the window is pinned whole).
+ * The connection and registration counts are the process's, shared by
+ * every communicator. COLL_DEBUG=1 prints these at coll_finalize. */
+typedef struct {
+  uint64_t window_bytes;          /* the window's address range */
+  uint64_t window_resident_bytes; /* of it, backed by memory now (mincore) */
+  uint64_t slots_committed_bytes; /* slot memory this rank committed in peers' windows */
+  uint32_t slot_peers;            /* peers this rank has written slot data to */
+  uint32_t connections;           /* the process's transport connections */
+  uint64_t registrations;         /* the process's live registrations: windows, cached buffers */
+} coll_resource_stats_t;
+
+int coll_comm_resource_stats(coll_comm_t comm, coll_resource_stats_t *stats);
 /* The application is about to free or reuse [addr, addr + len): drop every
  * registration of it, on every communicator. (Not needed with a monitor.) */
 int coll_mem_invalidate(void *addr, size_t len);

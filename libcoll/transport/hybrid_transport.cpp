@@ -40,7 +40,13 @@ class HybridTransport final : public Transport {
   int size() const override { return size_; }
   // Windows live in the shm half's arena, whose region table both paths
   // check: a peer on the host copies into them, tcp applies into them.
-  void* alloc_window(size_t bytes) override { return shm_.transport->alloc_window(bytes); }
+  // Committed whole: the tcp half applies its peers' writes by copying
+  // into the arena, and a copy into an uncommitted page of a full
+  // /dev/shm would be a SIGBUS in this process. The host's peers commit
+  // nothing then (prepare_write has nothing left to do).
+  void* alloc_window(size_t bytes, size_t /*eager_bytes*/) override {
+    return shm_.transport->alloc_window(bytes, bytes);
+  }
   void free_window(void* addr, size_t bytes) override {
     shm_.transport->free_window(addr, bytes);
   }
@@ -63,6 +69,14 @@ class HybridTransport final : public Transport {
       return -1;
     }
     return path(peer).post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
+  }
+
+  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
+    if (peer < 0 || peer >= size_) {
+      errno = EINVAL;
+      return -1;
+    }
+    return path(peer).prepare_write(peer, remote_addr, length, rkey);
   }
 
   // Line messages go over shared memory only: tcp applies a frame as its
@@ -92,6 +106,10 @@ class HybridTransport final : public Transport {
   void publish_cpu(int cpu) override { shm_.transport->publish_cpu(cpu); }
   bool other_rank_on_cpu(int cpu) const override {
     return shm_.transport->other_rank_on_cpu(cpu);
+  }
+
+  int connections() const override {
+    return shm_.transport->connections() + tcp_->connections();
   }
 
   void check_peer(int peer) override {

@@ -253,7 +253,10 @@ class RdmaTransport final : public Transport {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void* alloc_window(size_t bytes) override { return windows_.alloc(bytes); }
+  // Registered whole: ibv_reg_mr pins every page (eager_bytes is moot).
+  void* alloc_window(size_t bytes, size_t /*eager_bytes*/) override {
+    return windows_.alloc(bytes);
+  }
   void free_window(void* addr, size_t bytes) override;
 
   MemoryRegion* reg_write(void* addr, size_t length) override;
@@ -263,6 +266,11 @@ class RdmaTransport final : public Transport {
   int poll(Completion* out, int max) override;
   bool needs_local_registration() const override { return true; }
   void check_peer(int peer) override;
+  int connections() const override {
+    int n = 0;
+    for (const Peer& p : peers_) n += p.state == State::kEstablished;
+    return n;
+  }
 
  private:
   enum class State { kNone, kConnecting, kAccepting, kEstablished };

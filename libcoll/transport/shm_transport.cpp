@@ -65,6 +65,10 @@
 #include "transport/transport.hpp"
 #include "transport/window_arena.hpp"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14 (uapi asm-generic/mman-common.h)
+#endif
+
 namespace coll {
 namespace {
 
@@ -248,7 +252,7 @@ class ShmTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void* alloc_window(size_t bytes) override {
+  void* alloc_window(size_t bytes, size_t eager_bytes) override {
     if (bytes == 0) fail(COLL_ERR_INVALID_ARG, "shm transport: a window of 0 bytes");
     const size_t page = page_size();
     if (bytes > arena_->capacity())
@@ -267,9 +271,12 @@ class ShmTransport final : public Transport {
            rank_, bytes, length, arena_->capacity(), arena_->free_bytes(),
            arena_->free_ranges(), arena_->largest_free(), arena_->ranges_in_use());
     const off_t file_offset = static_cast<off_t>(arena_offset_ + *at);
-    // The pages are reserved now: a full /dev/shm (or a memory limit) is an
-    // error here, not a SIGBUS in whichever process first touches a page.
-    if (int err = posix_fallocate(fd_.get(), file_offset, static_cast<off_t>(length))) {
+    // The eager part's pages are reserved now, the rest by the writers
+    // (prepare_write): a full /dev/shm (or a memory limit) is an error
+    // there, not a SIGBUS in whichever process first touches a page.
+    const size_t eager = lazy_commit_ ? std::min(length, page_round(eager_bytes)) : length;
+    if (int err = eager == 0 ? 0
+                             : posix_fallocate(fd_.get(), file_offset, static_cast<off_t>(eager))) {
       release_pages(file_offset, length);  // whatever part was reserved
       arena_->give_back(*at, length);
       fail_errno(COLL_ERR_NO_RESOURCES, err,
@@ -345,6 +352,36 @@ class ShmTransport final : public Transport {
     return 0;
   }
 
+  // A writer commits the pages of a peer's window it is about to write
+  // into through its own mapping: MADV_POPULATE_WRITE faults them in as
+  // writable now, and fails (EFAULT: "a SIGBUS would have been generated")
+  // where tmpfs has no page to give, which a copy would have met as a
+  // SIGBUS. Pages already there cost a page-table walk.
+  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
+    if (length == 0 || !lazy_commit_) return 0;
+    if (peer < 0 || peer >= size_ || !peers_[peer].data()) {
+      errno = EINVAL;
+      return -1;
+    }
+    const Mapping& target = peers_[peer];
+    SegmentHeader* h = target.header();
+    RegionGrant region;
+    if (check_region(h->regions, rkey, remote_addr, length, &region) != RegionCheck::kOk) {
+      errno = EACCES;
+      return -1;
+    }
+    if (region.kind != kRegionInSegment) return 0;  // process memory: its owner's own
+    const uintptr_t page = page_size();
+    const auto at = reinterpret_cast<uintptr_t>(target.data() + (remote_addr - h->base));
+    const uintptr_t first = at & ~(page - 1), end = (at + length + page - 1) & ~(page - 1);
+    while (madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE) != 0) {
+      if (errno == EINTR) continue;
+      if (errno == EFAULT) errno = ENOMEM;
+      return -1;
+    }
+    return 0;
+  }
+
   // Every line: its payload, then its flag with a release store (x86 keeps
   // stores in order anyway; the release keeps the compiler from reordering
   // them and makes it hold on weaker CPUs).
@@ -401,6 +438,12 @@ class ShmTransport final : public Transport {
     return false;
   }
 
+  int connections() const override {
+    int n = 0;
+    for (int r = 0; r < size_; ++r) n += r != rank_ && peers_[r].data() != nullptr;
+    return n;
+  }
+
   void check_peer(int peer) override {
     if (peer < 0 || peer >= size_ || !peers_[peer].data()) return;  // not ours to watch
     if (__atomic_load_n(&peers_[peer].header()->closed, __ATOMIC_ACQUIRE))
@@ -446,6 +489,12 @@ class ShmTransport final : public Transport {
                  "COLL_SHM_ARENA; ulimit -v?)",
                  total, arena);
     own_ = Mapping(p, total);
+    // Writers commit the windows' lazy parts with MADV_POPULATE_WRITE
+    // (Linux 5.14); a kernel without it (EINVAL) gets every window
+    // reserved whole at allocation, as before. Asked of a page that is
+    // there already, so it costs nothing. Every rank of the host runs this
+    // kernel, so owners and writers agree.
+    lazy_commit_ = madvise(p, page_size(), MADV_POPULATE_WRITE) == 0;
     arena_offset_ = header;
     arena_ = std::make_unique<WindowArena>(arena);
     SegmentHeader* h = own_.header();
@@ -578,6 +627,7 @@ class ShmTransport final : public Transport {
   Mapping own_;
   size_t arena_offset_ = 0;  // where the arena starts in own_
   std::unique_ptr<WindowArena> arena_;
+  bool lazy_commit_ = false;  // windows are committed in part, by their writers (prepare_write)
   std::unique_ptr<RegionTable> table_;  // in own_'s header
   std::vector<Mapping> peers_;
   std::vector<int64_t> pids_;

@@ -214,7 +214,9 @@ class TcpTransport final : public Transport {
   // are private anonymous memory. A write that arrives for a window after
   // its dereg is refused by the rkey check (and fails the transport), so
   // nothing ever lands in memory that free_window gave back.
-  void* alloc_window(size_t bytes) override {
+  // Untouched pages of it cost nothing until a write lands there, so the
+  // window is committed as its writers use it (eager_bytes is moot).
+  void* alloc_window(size_t bytes, size_t /*eager_bytes*/) override {
     if (!table_)
       fail(COLL_ERR_INTERNAL, "tcp transport: windows belong to the shm half of shm+tcp");
     return windows_.alloc(bytes);
@@ -289,6 +291,12 @@ class TcpTransport final : public Transport {
     }
     // Sticky: once failed, every poll reports it.
     if (n == 0 && max > 0 && failed_) out[n++] = Completion{0, failure_peer_, failure_status_};
+    return n;
+  }
+
+  int connections() const override {
+    int n = 0;
+    for (const Peer& p : peers_) n += p.reach && p.fd;
     return n;
   }
 

@@ -112,7 +112,14 @@ class Transport {
   // when it cannot, with the sizes in the message (shm: /dev/shm full, or
   // the arena exhausted - COLL_SHM_ARENA; tcp, rdma: mmap failed);
   // COLL_ERR_INVALID_ARG for 0 bytes.
-  virtual void* alloc_window(size_t bytes) = 0;
+  //
+  // Only the first eager_bytes are committed now; the rest is committed by
+  // the writers, a range before their first write into it
+  // (prepare_write), so that a window's memory is what its writers use.
+  // Its other pages read as zeros (shm: the sparse file's holes, which its
+  // owner reads only after a writer's flag says there is data).
+  virtual void* alloc_window(size_t bytes, size_t eager_bytes) = 0;
+  void* alloc_window(size_t bytes) { return alloc_window(bytes, bytes); }
   // Gives back what alloc_window(bytes) returned at addr (same bytes).
   // The caller has dereg'ed every registration inside it first and
   // guarantees that no peer writes into it any more (they have quiesced:
@@ -146,6 +153,19 @@ class Transport {
                          size_t length, MemoryRegion* mr, int flags,
                          uint64_t remote_addr, uint32_t rkey) = 0;
 
+  // Commits the memory of [remote_addr, remote_addr + length) in a
+  // peer's window before the first write there (see alloc_window), so
+  // that memory the host has not got is this call's error, never a SIGBUS
+  // in a copy: 0, or -1 with errno (ENOMEM: /dev/shm or memory full;
+  // EACCES: not a range of a region of the peer's window). shm populates
+  // the pages through this rank's mapping of the peer's segment
+  // (MADV_POPULATE_WRITE). Elsewhere a no-op: tcp's windows are anonymous
+  // memory that the kernel commits as it is written, rdma pins them whole.
+  virtual int prepare_write(int /*peer*/, uint64_t /*remote_addr*/, size_t /*length*/,
+                            uint32_t /*rkey*/) {
+    return 0;
+  }
+
   // Line messages (the idea of NCCL's LL protocol): writes the len bytes of
   // src as ceil(len / 56) 64-byte lines at remote_addr (64-byte aligned);
   // line j is the 8-byte `flag`, then bytes [56j, 56j + 56) of src. Each
@@ -178,6 +198,11 @@ class Transport {
   // Throws Error(COLL_ERR_PEER_LOST) when peer is known to be gone. Cheap
   // enough to call every few milliseconds from a wait loop.
   virtual void check_peer(int peer) = 0;
+
+  // The peers this process holds a connection to now (shm: segments
+  // mapped; tcp: sockets; rdma: queue pairs established), for the
+  // resource stats (coll_comm_resource_stats).
+  virtual int connections() const { return 0; }
 
   // Where the ranks of this host run, for the wait policy
   // (libcoll/wait_policy.hpp): a waiting rank yields its CPU only to a rank

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -579,6 +580,91 @@ TEST(ShmWindows, AFullDevShmIsNoResourcesAtAllocNotASigbus) {
                 msg ? msg->c_str() : "");
     // The failed reservation left nothing behind: what was free still is.
     t->free_window(fits, 1 << 20);
+    auto* again = static_cast<uint8_t*>(t->alloc_window(1536 << 10));
+    std::memset(again, 2, 1536 << 10);
+    t->free_window(again, 1536 << 10);
+    return 0;
+  });
+  ASSERT_EQ(statuses.size(), 1u);
+  if (statuses[0] == kSkipped) GTEST_SKIP() << "needs root (a private mount namespace)";
+  EXPECT_EQ(statuses[0], 0);
+}
+
+// Committed by its writers: in a window allocated with only its first
+// page eager, a writer's prepare_write brings in the range it will write
+// (and no more), and its data lands. One rank writing into its own window
+// through its mapping of itself, as a peer would. (mincore counts pages in
+// memory: the eager page is reserved in /dev/shm but not in memory until
+// touched; the root test below counts /dev/shm's blocks.)
+size_t resident_pages(void* addr, size_t bytes) {
+  std::vector<unsigned char> v(page_round(bytes) / kPage);
+  if (mincore(addr, bytes, v.data()) != 0) return size_t(-1);
+  return size_t(std::count_if(v.begin(), v.end(), [](unsigned char c) { return c & 1; }));
+}
+
+TEST(ShmWindows, ALazyWindowIsCommittedByItsWritersRangeByRange) {
+  expect_all_succeeded(run_ranks(1, [](FileBootstrap& boot, const std::string&) {
+    auto t = make(Kind::kShm, boot, options(size_t(1) << 30));
+    constexpr size_t kBytes = 8 << 20, kAt = 1 << 20, kLen = 300 << 10;
+    auto* w = static_cast<uint8_t*>(t->alloc_window(kBytes, kPage));
+    CHILD_CHECK(resident_pages(w, kBytes) <= 1, "%zu pages resident at allocation",
+                resident_pages(w, kBytes));
+    const size_t before = resident_pages(w, kBytes);
+    MemoryRegion* mr = t->reg_write(w, kBytes);
+    std::vector<uint8_t> data(kLen);
+    for (size_t i = 0; i < kLen; ++i) data[i] = pattern(0, 7, i);
+    const auto remote = reinterpret_cast<uint64_t>(w) + kAt;
+    CHILD_CHECK(t->prepare_write(0, remote, kLen, mr->rkey) == 0, "prepare_write: %s",
+                std::strerror(errno));
+    CHILD_CHECK(resident_pages(w, kBytes) == before + page_round(kLen) / kPage,
+                "%zu pages resident after committing %zu bytes", resident_pages(w, kBytes), kLen);
+    CHILD_CHECK(t->post_write(0, 0, data.data(), kLen, nullptr, 0, remote, mr->rkey) == 0,
+                "post_write: %s", std::strerror(errno));
+    CHILD_CHECK(std::memcmp(w + kAt, data.data(), kLen) == 0, "the data landed");
+    // A range outside the region, or a wrong key: refused like a write.
+    CHILD_CHECK(t->prepare_write(0, remote, kBytes, mr->rkey) == -1 && errno == EACCES,
+                "a range past the region");
+    CHILD_CHECK(t->prepare_write(0, remote, kLen, mr->rkey + 1) == -1 && errno == EACCES,
+                "a wrong rkey");
+    CHILD_CHECK(t->dereg(mr) == 0, "dereg");
+    t->free_window(w, kBytes);
+    return 0;
+  }));
+}
+
+// ... and where /dev/shm cannot hold what a writer commits, prepare_write
+// fails with ENOMEM (the channel's COLL_ERR_NO_RESOURCES) instead of the
+// copy taking a SIGBUS; what fits still works. Root only (a private mount
+// namespace with a 2 MiB /dev/shm), as above.
+TEST(ShmWindows, AFullDevShmIsEnomemAtCommitNotASigbus) {
+  const auto statuses = run_ranks(1, [](FileBootstrap& boot, const std::string&) {
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=2m") != 0) {
+      std::fprintf(stderr, "no private /dev/shm: %s\n", std::strerror(errno));
+      return kSkipped;
+    }
+    auto t = make(Kind::kShm, boot, options(size_t(1) << 30));
+    auto used_pages = [] {
+      struct statvfs v {};
+      return statvfs("/dev/shm", &v) == 0 ? size_t(v.f_blocks - v.f_bfree) * v.f_frsize / kPage
+                                          : size_t(-1);
+    };
+    const size_t at_start = used_pages();
+    constexpr size_t kBytes = 16 << 20;  // 8 x /dev/shm: allocated, since only a page is eager
+    auto* w = static_cast<uint8_t*>(t->alloc_window(kBytes, kPage));
+    CHILD_CHECK(used_pages() == at_start + 1, "%zu pages used, %zu before the window",
+                used_pages(), at_start);
+    MemoryRegion* mr = t->reg_write(w, kBytes);
+    const auto base = reinterpret_cast<uint64_t>(w);
+    CHILD_CHECK(t->prepare_write(0, base + kPage, 1 << 20, mr->rkey) == 0, "1 MiB fits: %s",
+                std::strerror(errno));
+    CHILD_CHECK(used_pages() == at_start + 1 + (1 << 20) / kPage, "%zu pages used, %zu before",
+                used_pages(), at_start);
+    std::memset(w + kPage, 3, 1 << 20);
+    CHILD_CHECK(t->prepare_write(0, base + (4 << 20), 4 << 20, mr->rkey) == -1 && errno == ENOMEM,
+                "4 MiB more into a 2 MiB /dev/shm: errno %d (%s)", errno, std::strerror(errno));
+    CHILD_CHECK(t->dereg(mr) == 0, "dereg");
+    t->free_window(w, kBytes);  // gives back what was committed, whoever did it
     auto* again = static_cast<uint8_t*>(t->alloc_window(1536 << 10));
     std::memset(again, 2, 1536 << 10);
     t->free_window(again, 1536 << 10);
