@@ -42,11 +42,18 @@
 // reduce_scatter_gather for large reduces) are expected to do better than
 // here: tune with COLL_TUNING_FILE and the COLL_<NAME>_ALGO knobs.
 //
-// Rank counts above 8 take the rules of 8; one rank runs no algorithm
-// (any name does).
+// Rank counts above 8 (kDefaultTuningMaxRanks) take the cost model's
+// choices (selection.cpp, cost_model.hpp: this machine's shared-memory
+// parameters, every rank on one node) instead of stretching the rules of 8
+// to any rank count; the rules below that say "8+" or "*" still apply to
+// the collectives the model cannot choose for (gatherv, scatterv,
+// alltoallv: no size every rank knows). One rank runs no algorithm (any
+// name does).
 #include "selection.hpp"
 
 namespace coll {
+
+const int kDefaultTuningMaxRanks = 8;
 
 const char* const kDefaultTuning = R"(
 # collective  ranks  min_bytes  algorithm

@@ -137,9 +137,26 @@ const SelectionRule* SelectionTable::find(Coll c, int nranks, size_t bytes) cons
   return best;
 }
 
-Selection::Selection(SelectionTable overrides)
+Selection::Selection(SelectionTable overrides, const model::Params& model)
     : defaults_(SelectionTable::parse(kDefaultTuning, "built-in tuning table")),
-      overrides_(std::move(overrides)) {}
+      overrides_(std::move(overrides)),
+      model_(model) {}
+
+namespace {
+
+// Narrows [lo, hi] around `bytes` to the sizes for which no rule of
+// `table` for (c, nranks) starts or stops applying.
+void narrow(const SelectionTable& table, Coll c, int nranks, size_t bytes, size_t& lo, size_t& hi) {
+  for (const SelectionRule& rule : table.rules()) {
+    if (rule.collective != c || nranks < rule.min_ranks || nranks > rule.max_ranks) continue;
+    if (rule.min_bytes <= bytes)
+      lo = std::max(lo, rule.min_bytes);
+    else
+      hi = std::min(hi, rule.min_bytes - 1);
+  }
+}
+
+}  // namespace
 
 Selection::Found Selection::find(Coll c, int nranks, size_t bytes) const {
   Found found{overrides_.find(c, nranks, bytes), 0, SIZE_MAX};
@@ -147,19 +164,56 @@ Selection::Found Selection::find(Coll c, int nranks, size_t bytes) const {
   if (!found.rule)
     fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
          collective_info(c).name, nranks, bytes);
-  for (const SelectionTable* table : {&overrides_, &defaults_}) {
-    for (const SelectionRule& rule : table->rules()) {
-      if (rule.collective != c || nranks < rule.min_ranks || nranks > rule.max_ranks) continue;
-      if (rule.min_bytes <= bytes)
-        found.min_bytes = std::max(found.min_bytes, rule.min_bytes);
-      else
-        found.max_bytes = std::min(found.max_bytes, rule.min_bytes - 1);
-    }
-  }
+  for (const SelectionTable* table : {&overrides_, &defaults_})
+    narrow(*table, c, nranks, bytes, found.min_bytes, found.max_bytes);
   return found;
 }
 
+const Selection::ModelTable& Selection::model_table(int nranks) const {
+  std::lock_guard<std::mutex> lock(model_cache_->mutex);
+  std::unique_ptr<const ModelTable>& slot = model_cache_->tables[nranks];
+  if (slot) return *slot;
+  auto table = std::make_unique<ModelTable>();
+  for (int i = 0; i < kCollCount; ++i) {
+    const Coll c = Coll(i);
+    if (!model::chooses(c)) continue;
+    std::vector<ModelRule>& rules = (*table)[size_t(i)];
+    // Four sizes per octave, 1 B to 64 GiB; the choice at a size holds up
+    // to the next (what the model predicts in between is interpolation
+    // anyway). Size 0 takes the choice at 1 byte.
+    for (int octave = 0; octave <= 36; ++octave) {
+      for (size_t quarter = 4; quarter < 8; ++quarter) {
+        const size_t bytes = (size_t{1} << octave) * quarter / 4;
+        if (!rules.empty() && bytes <= rules.back().min_bytes) continue;
+        const Algorithm* a = lookup_algorithm(
+            c,
+            model::best(c, nranks, bytes, model_, rules.empty() ? "" : rules.back().algorithm->name)
+                .algorithm);
+        if (!a)
+          fail(COLL_ERR_INTERNAL, "the cost model names no %s algorithm of the registry",
+               collective_info(c).name);
+        if (rules.empty())
+          rules.push_back({0, a});
+        else if (a != rules.back().algorithm)
+          rules.push_back({bytes, a});
+      }
+    }
+  }
+  slot = std::move(table);
+  return *slot;
+}
+
 Choice Selection::choice(Coll c, int nranks, size_t bytes) const {
+  if (nranks > kDefaultTuningMaxRanks && model::chooses(c) && !overrides_.find(c, nranks, bytes)) {
+    const std::vector<ModelRule>& rules = model_table(nranks)[size_t(c)];
+    size_t i = 0;
+    while (i + 1 < rules.size() && rules[i + 1].min_bytes <= bytes) ++i;
+    Choice choice{rules[i].algorithm, rules[i].min_bytes,
+                  i + 1 < rules.size() ? rules[i + 1].min_bytes - 1 : SIZE_MAX};
+    // A rule of the tuning file that starts within the range ends it.
+    narrow(overrides_, c, nranks, bytes, choice.min_bytes, choice.max_bytes);
+    return choice;
+  }
   const Found f = find(c, nranks, bytes);
   return {f.rule->algorithm, f.min_bytes, f.max_bytes};
 }

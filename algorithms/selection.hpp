@@ -30,12 +30,17 @@
 // compiled-in default; the defaults apply to calls the file does not cover.
 #pragma once
 
+#include <array>
 #include <climits>
 #include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "algorithms.hpp"
+#include "cost_model.hpp"
 
 namespace coll {
 
@@ -69,6 +74,11 @@ class SelectionTable {
 
 // The compiled-in defaults, in the text format above (default_tuning.cpp).
 extern const char* const kDefaultTuning;
+// The largest rank count the defaults were measured at. Past it a call
+// that no rule of the tuning file covers takes the cost model's choice
+// (cost_model.hpp, with this machine's fitted parameters) rather than the
+// defaults' rules for the largest rank count stretched to any.
+extern const int kDefaultTuningMaxRanks;
 
 // A choice and the sizes it holds for: every call of min_bytes ..
 // max_bytes bytes (inclusive) on the same rank count gets the same
@@ -79,10 +89,12 @@ struct Choice {
   size_t max_bytes;
 };
 
-// The defaults, overridden by a tuning table.
+// The defaults, overridden by a tuning table; past kDefaultTuningMaxRanks
+// the model's choices instead of the defaults.
 class Selection {
  public:
-  explicit Selection(SelectionTable overrides = {});
+  explicit Selection(SelectionTable overrides = {},
+                     const model::Params& model = model::this_machine());
 
   const Algorithm& algorithm(Coll c, int nranks, size_t bytes) const {
     return *choice(c, nranks, bytes).algorithm;
@@ -99,8 +111,26 @@ class Selection {
   };
   Found find(Coll c, int nranks, size_t bytes) const;
 
+  // The model's choices at one rank count: per collective, the sizes at
+  // which its best algorithm changes, ascending from 0. Evaluated once per
+  // rank count (the first choice a communicator of that size makes) and
+  // kept; a communicator keeps its last Choice, so this is seen only when
+  // a call leaves the size range of the previous one.
+  struct ModelRule {
+    size_t min_bytes;
+    const Algorithm* algorithm;
+  };
+  using ModelTable = std::array<std::vector<ModelRule>, kCollCount>;
+  struct ModelCache {
+    std::mutex mutex;  // communicators of several threads choose at once
+    std::map<int, std::unique_ptr<const ModelTable>> tables;
+  };
+  const ModelTable& model_table(int nranks) const;
+
   SelectionTable defaults_;
   SelectionTable overrides_;
+  model::Params model_;
+  std::unique_ptr<ModelCache> model_cache_ = std::make_unique<ModelCache>();
 };
 
 // The selection in use: the defaults, overridden by the file that
