@@ -25,7 +25,8 @@
 
 #include "bootstrap/collrun_protocol.hpp"
 #include "bootstrap/unique_fd.hpp"
-#include "cpu_binding.hpp"
+#include "cpu_placement.hpp"
+#include "host_topology.hpp"
 #include "job_plan.hpp"
 #include "job_secret.hpp"
 #include "launch_agent.hpp"
@@ -59,9 +60,17 @@ constexpr auto kReapGrace = std::chrono::seconds(10);
 // Removing the job's /dev/shm segments on a remote host, through the agent.
 constexpr auto kRemoteCleanupLimit = std::chrono::seconds(10);
 
-void say(const std::string& line) {
-  std::string text = "collrun: " + line + "\n";
+// One write(2) a line, so that lines of collrun and of its ranks do not mix.
+void write_stderr(const std::string& text) {
   [[maybe_unused]] ssize_t ignored = ::write(2, text.data(), text.size());
+}
+
+void say(const std::string& line) { write_stderr("collrun: " + line + "\n"); }
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
 }
 
 // Whether the process is stopped (SIGSTOP, or traced by a debugger).
@@ -253,18 +262,47 @@ class Job {
     return env;
   }
 
-  void start_ranks() {
-    int local_ranks = 0;
-    for (const PlannedHost& host : plan_.hosts)
-      if (host.local) local_ranks += host.ranks;
-    std::vector<cpu_set_t> binding;
-    if (options_.bind_to_core && local_ranks > 0) {
+  // The CPUs of each rank on this host (--map-by, --bind-to), by rank:
+  // unset for ranks not bound. Says the notes of the placement and, with
+  // --report-bindings, each rank's binding.
+  std::vector<std::optional<cpu_set_t>> bind_local_ranks() {
+    std::vector<int> local;
+    for (int rank = 0; rank < plan_.num_ranks; ++rank)
+      if (plan_.host_of(rank).local) local.push_back(rank);
+    const std::string option = std::string("--bind-to ") + bind_to_name(options_.bind_to);
+    HostTopology topology;  // no cores: nothing is bound
+    if (options_.bind_to != BindTo::none && !local.empty()) {
       std::string why;
-      binding = plan_core_binding(local_ranks, &why);
-      if (binding.empty()) say("--bind-to core: " + why + "; ranks are not bound");
+      topology = discover_host_topology(&why);
+      if (topology.cores.empty()) say(option + ": " + why + "; ranks are not bound");
     }
-    if (options_.bind_to_core && local_ranks < plan_.num_ranks)
-      say("--bind-to core binds the ranks on this host only");
+    if (options_.bind_to != BindTo::none && local.size() < size_t(plan_.num_ranks))
+      say(option + " binds the ranks on this host only");
+    HostPlacement placement = place_on_host(topology, local, options_.map_by, options_.bind_to);
+    for (const std::string& note : placement.notes) say(note);
+
+    std::vector<std::optional<cpu_set_t>> cpus(size_t(plan_.num_ranks));
+    std::vector<std::string> reports(size_t(plan_.num_ranks));
+    for (const RankCpus& r : placement.ranks) {
+      cpus[size_t(r.rank)] = r.cpus;
+      reports[size_t(r.rank)] = r.report;
+    }
+    if (!options_.report_bindings) return cpus;
+    // "[host:pid] " names the process that did the binding, as Open MPI's
+    // daemon names itself: collrun, for every rank (it binds no remote one).
+    std::string prefix = "[" + host_name() + ":" + std::to_string(::getpid()) + "] ";
+    for (int rank = 0; rank < plan_.num_ranks; ++rank) {
+      std::string line = reports[size_t(rank)];
+      if (line.empty())
+        line = "MCW rank " + std::to_string(rank) + " is not bound (on host " +
+               plan_.host_of(rank).name + ": collrun binds the ranks on this host only)";
+      write_stderr(prefix + line + "\n");
+    }
+    return cpus;
+  }
+
+  void start_ranks() {
+    std::vector<std::optional<cpu_set_t>> binding = bind_local_ranks();
     RankEnvironment shared = shared_environment();
     std::vector<std::string> agent_env = own_environment_without_pmix();
     std::string cwd = working_directory();
@@ -274,7 +312,6 @@ class Job {
     // 0 reads nothing: its agent's stdin is its lifeline.
     int rank0_stdin = ::isatty(0) ? -1 : 0;
 
-    size_t next_binding = 0;
     for (int rank = 0; rank < plan_.num_ranks; ++rank) {
       const PlannedHost& host = plan_.host_of(rank);
       Rank& r = ranks_[static_cast<size_t>(rank)];
@@ -287,7 +324,7 @@ class Job {
         spawn.argv = options_.command;
         spawn.env = env.entries();
         spawn.stdin_fd = rank == 0 ? rank0_stdin : -1;
-        if (next_binding < binding.size()) spawn.cpus = binding[next_binding++];
+        spawn.cpus = binding[size_t(rank)];
       } else {
         RemoteRank remote{cwd, env.for_remote_rank(exported_names_), options_.command};
         spawn.program_path = agent_.path;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 #include "rank_environment.hpp"
 
@@ -32,7 +33,37 @@ double parse_timeout(const std::string& text) {
   return value;
 }
 
+// Open MPI's words; "socket" is its older name for a package. Its
+// modifiers (core:PE=2, numa:span, core:overload-allowed) are not taken.
+template <typename Value>
+struct Word {
+  std::string_view word;
+  Value value;
+};
+constexpr Word<MapBy> kMapByWords[] = {{"slot", MapBy::slot},      {"core", MapBy::core},
+                                       {"numa", MapBy::numa},      {"package", MapBy::package},
+                                       {"socket", MapBy::package}, {"node", MapBy::node}};
+constexpr Word<BindTo> kBindToWords[] = {{"none", BindTo::none},
+                                         {"core", BindTo::core},
+                                         {"numa", BindTo::numa},
+                                         {"package", BindTo::package},
+                                         {"socket", BindTo::package}};
+
+template <typename Value, size_t N>
+Value parse_word(const Word<Value> (&words)[N], const std::string& option, const std::string& what,
+                 const char* expected) {
+  for (const Word<Value>& word : words)
+    if (word.word == what) return word.value;
+  throw UsageError(option + " '" + what + "': collrun " + expected);
+}
+
 }  // namespace
+
+const char* bind_to_name(BindTo bind_to) {
+  for (const Word<BindTo>& word : kBindToWords)
+    if (word.value == bind_to) return word.word.data();  // a literal: NUL-terminated
+  return "?";
+}
 
 LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
   LaunchOptions options;
@@ -75,14 +106,15 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
                          "': expected VAR or VAR=value with VAR a variable "
                          "name");
       options.exports.push_back(spec);
+    } else if (name == "map-by") {
+      options.map_by =
+          parse_word(kMapByWords, "--map-by", value(), "maps by slot, core, numa, package or node");
     } else if (name == "bind-to") {
-      std::string what = value();
-      if (what == "core")
-        options.bind_to_core = true;
-      else if (what == "none")
-        options.bind_to_core = false;
-      else
-        throw UsageError("--bind-to '" + what + "': collrun binds to core or none");
+      options.bind_to =
+          parse_word(kBindToWords, "--bind-to", value(), "binds to core, numa, package or none");
+    } else if (name == "report-bindings") {
+      no_value();
+      options.report_bindings = true;
     } else if (name == "tag-output") {
       no_value();
       options.tag_output = true;
@@ -163,27 +195,48 @@ hosts). Only processes that prove COLL_JOB_SECRET join the rendezvous.
                         first non-loopback address; 0.0.0.0: every address)
   -x VAR                forward VAR from collrun's environment
   -x VAR=value          set VAR in the ranks' environment
-  --bind-to core|none   bind each rank on this host to one core (default: none)
+  --map-by slot|core|numa|package|node
+                        where consecutive ranks go: slot (the default) and
+                        core fill each host's slots and this host's cores in
+                        order; numa, package (or socket): round-robin over
+                        this host's NUMA nodes or packages, the cores of
+                        each in order; node: round-robin over the hosts
+  --bind-to core|numa|package|none
+                        bind each rank on this host to the CPUs of its
+                        core, or of the NUMA node or package that holds its
+                        core (default: none, unlike mpirun)
+  --report-bindings     print each rank's binding to stderr as Open MPI's
+                        mpirun does: "[host:pid] MCW rank 0 bound to socket
+                        0[core 0[hwt 0]]: [B/.]", or "... is not bound"
   --tag-output          prefix output lines with [1,RANK]<stdout>: or
                         [1,RANK]<stderr>:
   --timeout S           end the job after S seconds (exit status 124)
   --allow-run-as-root   accepted for mpirun compatibility; no effect
   -h, --help            this text
 
+Placement. The cores of this host are those hwloc shows in collrun's own
+affinity mask (without hwloc in the build: each CPU of that mask is a
+core, and the whole machine one NUMA node and one package; so too where
+hwloc shows no NUMA node or package, and collrun says so). More ranks than
+cores go round the cores again, in the same order, as with mpirun. A rank
+bound to every CPU collrun may use is reported as not bound, as mpirun
+does. Ranks on other hosts are not bound.
+
 Hosts. Ranks fill the slots in order: the first host's slots take ranks 0,
-1, ..., then the next host's. A host that is this machine (localhost,
-127.x, its host name or address, or a name /etc/hosts maps to one) has its
-ranks forked here; every other host gets one launch agent process a rank.
-The agent's command line sets the rank's environment explicitly (ssh
-passes none): the job's COLL_* variables, every COLL_* variable of
-collrun's environment, and the -x ones. The remote rank starts in collrun's
-working directory where that exists there; its stdin is /dev/null (stdin
-reaches rank 0 only when it runs on this host). It ends when its agent's
-stdin closes (collrun ended the job, or collrun, the agent or the ssh
-connection died): SIGTERM, SIGKILL 2 s later. A remote rank killed by
-signal S shows as exit status 128+S. When the job ends collrun removes
-/dev/shm/coll-<COLL_JOBID>-* on each remote host through the agent (best
-effort, at most 10 s).
+1, ..., then the next host's; with --map-by node they go round-robin over
+the hosts instead (a host whose slots are taken is skipped). A host that
+is this machine (localhost, 127.x, its host name or address, or a name
+/etc/hosts maps to one) has its ranks forked here; every other host gets
+one launch agent process a rank. The agent's command line sets the rank's
+environment explicitly (ssh passes none): the job's COLL_* variables,
+every COLL_* variable of collrun's environment, and the -x ones. The
+remote rank starts in collrun's working directory where that exists there;
+its stdin is /dev/null (stdin reaches rank 0 only when it runs on this
+host). It ends when its agent's stdin closes (collrun ended the job, or
+collrun, the agent or the ssh connection died): SIGTERM, SIGKILL 2 s
+later. A remote rank killed by signal S shows as exit status 128+S. When
+the job ends collrun removes /dev/shm/coll-<COLL_JOBID>-* on each remote
+host through the agent (best effort, at most 10 s).
 
 Exit status: 0 when every rank exits 0; otherwise the first failing rank's
 status (128+S for a rank killed by signal S), 124 on --timeout, 2 for a

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "bootstrap/unique_fd.hpp"
-#include "cpu_binding.hpp"
+#include "cpu_placement.hpp"
 
 namespace collrun {
 namespace {

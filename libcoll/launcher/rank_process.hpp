@@ -22,7 +22,7 @@ struct RankSpawn {
   int stdin_fd = -1;              // -1: /dev/null
   int stdout_fd = -1;
   int stderr_fd = -1;
-  std::optional<cpu_set_t> cpus;  // --bind-to core
+  std::optional<cpu_set_t> cpus;  // --bind-to (cpu_placement.hpp)
 };
 
 // A rank that could not be started: the message names the program and why.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "host_topology.hpp"
 #include "run_process.hpp"
 
 namespace collrun_test {
@@ -34,6 +35,10 @@ class CollrunTest : public ::testing::Test {
     args.insert(args.begin(), collrun_);
     return run_process(args, env, 120, input);
   }
+
+  // The CPUs a rank of a job without binding options may run on:
+  // collrun's own. Empty when that job fails.
+  std::set<int> unbound_cpus();
 
   std::string collrun_;
   std::string helper_;
@@ -245,11 +250,17 @@ std::map<int, std::set<int>> parse_affinity(const std::string& out) {
   return sets;
 }
 
-TEST_F(CollrunTest, BindToCoreGivesEachRankOneCore) {
+std::set<int> CollrunTest::unbound_cpus() {
   ProcessResult unbound = collrun({"-np", "1", helper_, "affinity"});
-  ASSERT_EQ(unbound.status, 0) << explain(unbound);
-  std::set<int> allowed = parse_affinity(unbound.out)[0];
-  ASSERT_FALSE(allowed.empty()) << unbound.out;
+  EXPECT_EQ(unbound.status, 0) << explain(unbound);
+  EXPECT_EQ(unbound.err.find("MCW rank"), std::string::npos) << "reported unasked\n"
+                                                             << explain(unbound);
+  return parse_affinity(unbound.out)[0];
+}
+
+TEST_F(CollrunTest, BindToCoreGivesEachRankOneCore) {
+  std::set<int> allowed = unbound_cpus();
+  ASSERT_FALSE(allowed.empty());
 
   ProcessResult r = collrun({"--bind-to", "core", "-np", "2", helper_, "affinity"});
   ASSERT_EQ(r.status, 0) << explain(r);
@@ -274,6 +285,132 @@ TEST_F(CollrunTest, BindToCoreGivesEachRankOneCore) {
   for (auto& [rank, cpus] : parse_affinity(again.out)) EXPECT_EQ(cpus, allowed) << again.out;
 }
 
+// One --report-bindings line: "[host:pid] MCW rank R bound to socket
+// S[core C[hwt H]], ...: [B/.]" or "[host:pid] MCW rank R is not bound
+// (...)".
+struct BindingReport {
+  std::string host;
+  bool bound = false;
+  std::map<int, std::string> threads_of_core;  // C -> H ("0", "0-1")
+  std::string map;                             // "[B/.]"
+};
+
+std::map<int, BindingReport> parse_binding_reports(const std::string& err) {
+  std::map<int, BindingReport> reports;
+  std::regex bound(R"(\[([^:\]]+):[0-9]+\] MCW rank ([0-9]+) bound to (.+): ((\[[B./]+\])+))");
+  std::regex not_bound(
+      R"(\[([^:\]]+):[0-9]+\] MCW rank ([0-9]+) is not bound \(or bound to all available processors\))");
+  std::regex one_core(R"(socket [0-9]+\[core ([0-9]+)\[hwt ([0-9,-]+)\]\])");
+  for (const std::string& line : split_lines(err)) {
+    std::smatch match;
+    BindingReport report;
+    if (std::regex_match(line, match, bound)) {
+      report.bound = true;
+      report.map = match[4];
+      std::string cores = match[3];
+      for (std::sregex_iterator it(cores.begin(), cores.end(), one_core), end; it != end; ++it)
+        report.threads_of_core[std::stoi((*it)[1])] = (*it)[2];
+    } else if (!std::regex_match(line, match, not_bound)) {
+      continue;
+    }
+    report.host = match[1];
+    reports[std::stoi(match[2])] = report;
+  }
+  return reports;
+}
+
+// The CPUs a report names: hardware thread H of core C is the H-th CPU of
+// this host's core C, as collrun numbers them (host_topology.hpp).
+std::set<int> cpus_named(const BindingReport& report, const collrun::HostTopology& topology) {
+  std::set<int> named;
+  for (const auto& [core, threads] : report.threads_of_core) {
+    if (size_t(core) >= topology.cores.size()) return {-1};  // no such core
+    std::vector<int> cpus_of_core;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &topology.cores[size_t(core)])) cpus_of_core.push_back(cpu);
+    for (size_t at = 0; at < threads.size();) {  // "0", "0-1", "0,2"
+      size_t used = 0;
+      int first = std::stoi(threads.substr(at), &used), last = first;
+      at += used;
+      if (at < threads.size() && threads[at] == '-') {
+        last = std::stoi(threads.substr(at + 1), &used);
+        at += used + 1;
+      }
+      if (at < threads.size() && threads[at] == ',') ++at;
+      for (int thread = first; thread <= last; ++thread)
+        named.insert(size_t(thread) < cpus_of_core.size() ? cpus_of_core[size_t(thread)] : -1);
+    }
+  }
+  return named;
+}
+
+// Every rank of `r` has a report line, and what it says is what the rank
+// runs on: the CPUs it names, or all of collrun's (`allowed`) when it says
+// "not bound". Returns the reports.
+std::map<int, BindingReport> expect_reports_match_affinity(const ProcessResult& r, int ranks,
+                                                           const std::set<int>& allowed) {
+  std::string note;
+  collrun::HostTopology topology = collrun::discover_host_topology(&note);
+  EXPECT_FALSE(topology.cores.empty()) << note;
+  std::map<int, BindingReport> reports = parse_binding_reports(r.err);
+  std::map<int, std::set<int>> affinity = parse_affinity(r.out);
+  EXPECT_EQ(reports.size(), size_t(ranks)) << explain(r);
+  EXPECT_EQ(affinity.size(), size_t(ranks)) << explain(r);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  for (const auto& [rank, report] : reports) {
+    EXPECT_EQ(report.host, host);
+    if (!report.bound) {
+      EXPECT_EQ(affinity[rank], allowed) << "rank " << rank << " said not bound\n" << explain(r);
+      continue;
+    }
+    EXPECT_EQ(cpus_named(report, topology), affinity[rank]) << "rank " << rank << "\n"
+                                                            << explain(r);
+    EXPECT_EQ(std::count(report.map.begin(), report.map.end(), 'B'), long(affinity[rank].size()))
+        << report.map;
+  }
+  return reports;
+}
+
+TEST_F(CollrunTest, ReportBindingsSaysWhatEachRankRunsOn) {
+  std::set<int> allowed = unbound_cpus();
+  ASSERT_FALSE(allowed.empty());
+  std::string note;
+  const size_t cores = collrun::discover_host_topology(&note).cores.size();
+  ASSERT_GT(cores, 0u) << note;
+
+  // One rank more than cores: the last shares rank 0's core.
+  const int ranks = static_cast<int>(cores) + 1;
+  ProcessResult r = collrun({"--map-by", "core", "--bind-to", "core", "--report-bindings", "-np",
+                             std::to_string(ranks), helper_, "affinity"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  std::map<int, BindingReport> reports = expect_reports_match_affinity(r, ranks, allowed);
+  for (int rank = 0; rank < ranks && cores > 1; ++rank) {
+    ASSERT_TRUE(reports[rank].bound) << explain(r);
+    int core = rank % static_cast<int>(cores);
+    EXPECT_EQ(reports[rank].threads_of_core.size(), 1u) << explain(r);
+    EXPECT_EQ(reports[rank].threads_of_core.count(core), 1u) << "rank " << rank << "\n"
+                                                             << explain(r);
+  }
+  // collrun's own lines: nothing but the reports (no note on this host).
+  for (const std::string& line : split_lines(r.err))
+    EXPECT_NE(line.find("] MCW rank "), std::string::npos) << explain(r);
+
+  ProcessResult none =
+      collrun({"--bind-to", "none", "--report-bindings", "-np", "2", helper_, "affinity"});
+  ASSERT_EQ(none.status, 0) << explain(none);
+  for (const auto& [rank, report] : expect_reports_match_affinity(none, 2, allowed))
+    EXPECT_FALSE(report.bound) << explain(none);
+
+  // NUMA nodes and packages, whatever this host has of them.
+  for (const char* object : {"numa", "package"}) {
+    ProcessResult wide = collrun({"--map-by", object, "--bind-to", object, "--report-bindings",
+                                  "-np", "2", helper_, "affinity"});
+    ASSERT_EQ(wide.status, 0) << explain(wide);
+    expect_reports_match_affinity(wide, 2, allowed);
+  }
+}
+
 TEST_F(CollrunTest, BadUsageExitsTwo) {
   struct Case {
     std::vector<std::string> args;
@@ -287,7 +424,8 @@ TEST_F(CollrunTest, BadUsageExitsTwo) {
       {{"-np", "-3", helper_}, "not a positive integer"},
       {{"-np"}, "needs a value"},
       {{"--timeout", "soon", "-np", "1", helper_}, "--timeout 'soon'"},
-      {{"--bind-to", "socket", "-np", "1", helper_}, "--bind-to 'socket'"},
+      {{"--bind-to", "board", "-np", "1", helper_}, "--bind-to 'board'"},
+      {{"--map-by", "ppr:1:node", "-np", "1", helper_}, "--map-by 'ppr:1:node'"},
       {{"--mca", "btl", "self", "-np", "1", helper_}, "unknown option '--mca'"},
       {{"-np", "1", "surely-no-such-program-here"}, "'surely-no-such-program-here' not found"},
       {{"-np", "1", "./surely/no/such/program"}, "'./surely/no/such/program' not found"},

@@ -1,5 +1,6 @@
 // Unit tests of collrun's pieces that need no processes: the command line,
-// line buffering of output, shared-memory cleanup, CPU binding plans.
+// line buffering of output, shared-memory cleanup, this host's topology
+// (the placement math has cpu_placement_test.cpp).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_binding.hpp"
+#include "host_topology.hpp"
 #include "launch_options.hpp"
 #include "line_buffer.hpp"
 #include "rank_process.hpp"
@@ -24,7 +25,9 @@ TEST(LaunchOptions, MpirunStyleCommandLine) {
        "--tag-output", "--timeout", "2.5", "--oversubscribe", "prog", "-np", "7", "--tag-output"});
   EXPECT_EQ(o.num_ranks, 4);
   EXPECT_EQ(o.exports, (std::vector<std::string>{"A", "B=c=d"}));
-  EXPECT_TRUE(o.bind_to_core);
+  EXPECT_EQ(o.bind_to, BindTo::core);
+  EXPECT_EQ(o.map_by, MapBy::slot);
+  EXPECT_FALSE(o.report_bindings);
   EXPECT_TRUE(o.tag_output);
   ASSERT_TRUE(o.timeout_s.has_value());
   EXPECT_DOUBLE_EQ(*o.timeout_s, 2.5);
@@ -72,7 +75,11 @@ TEST(LaunchOptions, BadCommandLinesSayWhy) {
            {{"--timeout", "0", "-np", "1", "p"}, "positive number"},
            {{"--timeout", "nan", "-np", "1", "p"}, "positive number"},
            {{"--tag-output=yes", "-np", "1", "p"}, "takes no value"},
-           {{"--bind-to", "hwthread", "-np", "1", "p"}, "core or none"},
+           {{"--bind-to", "hwthread", "-np", "1", "p"}, "core, numa, package or none"},
+           {{"--bind-to", "core:overload-allowed", "-np", "1", "p"}, "--bind-to 'core:"},
+           {{"--map-by", "ppr:2:node", "-np", "1", "p"}, "slot, core, numa, package or node"},
+           {{"--map-by", "-np", "1", "p"}, "--map-by '-np'"},
+           {{"--report-bindings=yes", "-np", "1", "p"}, "takes no value"},
            {{"--mca", "plm_rsh_agent", "ssh", "-np", "1", "p"}, "unknown option '--mca'"},
        }) {
     try {
@@ -152,18 +159,47 @@ TEST_F(ShmCleanup, EmptyPrefixRemovesNothing) {
   EXPECT_TRUE(remove_entries_with_prefix(dir_ + "/missing", "coll-").empty());
 }
 
-TEST(CpuBinding, OneNonEmptySetPerRank) {
+// This machine as collrun sees it: every core, NUMA node and package holds
+// CPUs of the test's affinity mask, each CPU of the mask is in exactly one
+// core, and NUMA nodes and packages hold whole cores.
+TEST(HostTopology, ObjectsHoldOnlyUsableCpusAndCoresCoverThemOnce) {
   std::string note;
-  std::vector<cpu_set_t> plan = plan_core_binding(5, &note);
-  ASSERT_EQ(plan.size(), 5u) << note;
-  cpu_set_t allowed;
+  HostTopology topology = discover_host_topology(&note);
+  ASSERT_FALSE(topology.cores.empty()) << note;
+  cpu_set_t allowed, covered;
   ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
-  for (const cpu_set_t& set : plan) {
-    EXPECT_GT(CPU_COUNT(&set), 0);
-    cpu_set_t outside;
-    CPU_AND(&outside, &set, &allowed);
-    EXPECT_TRUE(CPU_EQUAL(&outside, &set)) << describe_cpu_set(set);
+  CPU_ZERO(&covered);
+  auto within = [](const cpu_set_t& inner, const cpu_set_t& outer) {
+    cpu_set_t both;
+    CPU_AND(&both, &inner, &outer);
+    return CPU_EQUAL(&both, &inner);
+  };
+  for (const cpu_set_t& core : topology.cores) {
+    EXPECT_GT(CPU_COUNT(&core), 0);
+    EXPECT_TRUE(within(core, allowed)) << describe_cpu_set(core);
+    cpu_set_t both;
+    CPU_AND(&both, &core, &covered);
+    EXPECT_EQ(CPU_COUNT(&both), 0) << "two cores share CPUs " << describe_cpu_set(both);
+    CPU_OR(&covered, &covered, &core);
   }
+  EXPECT_TRUE(CPU_EQUAL(&covered, &allowed)) << describe_cpu_set(covered);
+  for (const std::vector<cpu_set_t>* objects : {&topology.numa_nodes, &topology.packages})
+    for (const cpu_set_t& object : *objects) {
+      EXPECT_GT(CPU_COUNT(&object), 0);
+      EXPECT_TRUE(within(object, allowed)) << describe_cpu_set(object);
+      for (const cpu_set_t& core : topology.cores) {
+        cpu_set_t both;
+        CPU_AND(&both, &core, &object);
+        EXPECT_TRUE(CPU_COUNT(&both) == 0 || CPU_EQUAL(&both, &core))
+            << "core " << describe_cpu_set(core) << " is split by " << describe_cpu_set(object);
+      }
+    }
+#ifdef COLLRUN_HAVE_HWLOC
+  EXPECT_TRUE(topology.without_hwloc.empty()) << topology.without_hwloc;
+#else
+  EXPECT_EQ(topology.without_hwloc, "collrun is built without hwloc");
+  EXPECT_TRUE(topology.numa_nodes.empty() && topology.packages.empty());
+#endif
 }
 
 TEST(CpuBinding, DescribesRanges) {
