@@ -29,7 +29,8 @@ JobPlan plan_job(const LaunchOptions& options, const ThisHostFacts& facts) {
     throw UsageError("the hosts have " + std::to_string(plan.num_ranks) +
                      " slots: collrun starts at most " + std::to_string(kMaxRanks) +
                      " ranks (give -np)");
-  RankPlacement placement = place_ranks(hosts, plan.num_ranks, options.oversubscribe);
+  RankPlacement placement =
+      place_ranks(hosts, plan.num_ranks, options.oversubscribe, options.map_by);
 
   // Hosts without ranks take no part; the others keep their order.
   std::vector<int> planned_index(hosts.size(), -1);

@@ -1,6 +1,6 @@
 // Where each rank of a job runs: the hosts of -H or --hostfile, slots
-// filled in order (rank_placement.hpp), and which of those hosts is this
-// machine (this_host.hpp).
+// filled in order or round-robin (rank_placement.hpp), and which of those
+// hosts is this machine (this_host.hpp).
 #pragma once
 
 #include <string>

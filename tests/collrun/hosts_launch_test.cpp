@@ -246,6 +246,31 @@ TEST_F(CollrunHosts, HostfilePlacesRanksBySlot) {
   EXPECT_EQ(env_lines(two.out)["1 COLL_HOST_ID"], "localhost");
 }
 
+TEST_F(CollrunHosts, MapByNodeGoesRoundTheHostsAndOnlyThisHostsRanksAreBound) {
+  ProcessResult r =
+      collrun({"-H", "localhost:2,fakeb:2", "--map-by", "node", "--bind-to", "core",
+               "--report-bindings", "-np", "3", "--launch-agent", agent_, "--bootstrap-addr",
+               "127.0.0.1", helper_, "env", "COLL_HOST_ID", "COLL_LOCAL_RANK"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  std::map<std::string, std::string> v = env_lines(r.out);
+  EXPECT_EQ(v["0 COLL_HOST_ID"], "localhost");
+  EXPECT_EQ(v["1 COLL_HOST_ID"], "fakeb");
+  EXPECT_EQ(v["2 COLL_HOST_ID"], "localhost");
+  EXPECT_EQ(v["2 COLL_LOCAL_RANK"], "1");
+  EXPECT_EQ(agent_calls(), "fakeb fakeb ");  // rank 1, then the /dev/shm cleanup
+  EXPECT_NE(r.err.find("collrun: --bind-to core binds the ranks on this host only"),
+            std::string::npos)
+      << explain(r);
+  EXPECT_TRUE(
+      std::regex_search(r.err, std::regex(R"(\] MCW rank 1 is not bound \(on host fakeb: )"
+                                          R"(collrun binds the ranks on this host only\))")))
+      << explain(r);
+  for (const char* rank : {"0", "2"})
+    EXPECT_TRUE(std::regex_search(r.err, std::regex(std::string(R"(\] MCW rank )") + rank +
+                                                    R"( (bound to socket|is not bound \(or))")))
+        << explain(r);
+}
+
 TEST_F(CollrunHosts, MoreRanksThanSlotsNeedOversubscribe) {
   ProcessResult r =
       collrun({"-H", "fakea:1,fakeb:1", "-np", "3", "--launch-agent", agent_, helper_, "exit"});

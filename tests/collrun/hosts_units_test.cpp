@@ -189,6 +189,34 @@ TEST(RankPlacement, OversubscribingStopsAtMaxSlots) {
   EXPECT_NE(message.find("max_slots allow at most 4 ranks"), std::string::npos) << message;
 }
 
+TEST(RankPlacement, ByNodeGoesRoundTheHosts) {
+  RankPlacement p = place_ranks(hosts_of("a:2,b:2,c:2"), 5, false, MapBy::node);
+  EXPECT_EQ(p.host_of_rank, (std::vector<int>{0, 1, 2, 0, 1}));
+  EXPECT_EQ(p.local_rank, (std::vector<int>{0, 0, 0, 1, 1}));
+  EXPECT_EQ(p.ranks_on_host, (std::vector<int>{2, 2, 1}));
+  // A host whose slots are taken is skipped.
+  EXPECT_EQ(place_ranks(hosts_of("a:3,b:1"), 4, false, MapBy::node).host_of_rank,
+            (std::vector<int>{0, 1, 0, 0}));
+  // core, numa and package place ranks within a host: across hosts, by slot.
+  for (MapBy map_by : {MapBy::core, MapBy::numa, MapBy::package})
+    EXPECT_EQ(place_ranks(hosts_of("a:2,b:2"), 3, false, map_by).host_of_rank,
+              (std::vector<int>{0, 0, 1}));
+}
+
+TEST(RankPlacement, ByNodePastTheSlotsNeedsOversubscribeAndStopsAtMaxSlots) {
+  std::string message =
+      usage_error_of([] { place_ranks(hosts_of("a:2,b"), 4, false, MapBy::node); });
+  EXPECT_NE(message.find("-np 4 is more than the 3 slots"), std::string::npos) << message;
+  RankPlacement p = place_ranks(hosts_of("a:2,b"), 6, true, MapBy::node);
+  EXPECT_EQ(p.host_of_rank, (std::vector<int>{0, 1, 0, 0, 1, 0}));
+  EXPECT_EQ(p.local_rank, (std::vector<int>{0, 0, 1, 2, 1, 3}));
+  std::vector<HostSlots> capped =
+      parse_hostfile("a slots=1 max_slots=2\nb slots=1 max_slots=1\n", "hf");
+  EXPECT_EQ(place_ranks(capped, 3, true, MapBy::node).host_of_rank, (std::vector<int>{0, 1, 0}));
+  message = usage_error_of([&] { place_ranks(capped, 4, true, MapBy::node); });
+  EXPECT_NE(message.find("max_slots allow at most 3 ranks"), std::string::npos) << message;
+}
+
 ThisHostFacts example_facts() {
   ThisHostFacts facts;
   facts.host_name = "node1.cluster";
@@ -268,6 +296,20 @@ TEST(JobPlan, TooManyRanksForTheSlots) {
   JobPlan plan = plan_job(parse_launch_options({"-H", "a,b", "-np", "3", "--oversubscribe", "p"}),
                           example_facts());
   EXPECT_EQ(plan.host_of_rank, (std::vector<int>{0, 0, 1}));
+}
+
+TEST(JobPlan, MapByNodeSpreadsRanksOverTheHosts) {
+  JobPlan plan =
+      plan_job(parse_launch_options({"-H", "node1:2,b:2", "--map-by", "node", "-np", "3", "p"}),
+               example_facts());
+  EXPECT_EQ(plan.host_of_rank, (std::vector<int>{0, 1, 0}));
+  EXPECT_EQ(plan.local_rank, (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(plan.hosts[0].ranks, 2);
+  EXPECT_TRUE(plan.hosts[0].local);
+  // Without hosts every rank is here, whatever --map-by says.
+  JobPlan here =
+      plan_job(parse_launch_options({"--map-by", "node", "-np", "2", "p"}), example_facts());
+  EXPECT_EQ(here.host_of_rank, (std::vector<int>{0, 0}));
 }
 
 TEST(LaunchOptions, HostOptions) {
