@@ -191,6 +191,12 @@ Task binomial_allreduce(Channel& ch, const Args& args);
 Task recursive_doubling_allreduce(Channel& ch, const Args& args);
 bool recursive_doubling_allreduce_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task rabenseifner_allreduce(Channel& ch, const Args& args);
+// Across hosts (algorithms/hierarchy.hpp): the automatic choice where a
+// communicator has a hierarchy; elsewhere, forced, the table's flat one.
+Task hierarchical_allreduce(Channel& ch, const Args& args);
+Task hierarchical_bcast(Channel& ch, const Args& args);
+Task hierarchical_barrier(Channel& ch, const Args& args);
+Task hierarchical_reduce(Channel& ch, const Args& args);
 Task ring_bcast(Channel& ch, const Args& args);
 bool ring_bcast_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task binomial_bcast(Channel& ch, const Args& args);

@@ -20,6 +20,7 @@ constexpr Algorithm kAllreduce[] = {
     {"binomial", binomial_allreduce},
     {"recursive_doubling", recursive_doubling_allreduce, recursive_doubling_allreduce_now},
     {"rabenseifner", rabenseifner_allreduce},
+    {"hierarchical", hierarchical_allreduce},
 };
 constexpr Algorithm kBcast[] = {
     {"ring", ring_bcast, ring_bcast_now},
@@ -27,10 +28,12 @@ constexpr Algorithm kBcast[] = {
     {"tree", tree_bcast},
     {"scatter_allgather", scatter_allgather_bcast},
     {"linear", linear_bcast, linear_bcast_now},
+    {"hierarchical", hierarchical_bcast},
 };
 constexpr Algorithm kBarrier[] = {
     {"tree", tree_barrier, tree_barrier_now},
     {"dissemination", dissemination_barrier},
+    {"hierarchical", hierarchical_barrier},
 };
 constexpr Algorithm kAllgather[] = {
     {"ring", ring_allgather},
@@ -39,6 +42,7 @@ constexpr Algorithm kAllgather[] = {
 constexpr Algorithm kReduce[] = {
     {"binomial", binomial_reduce},
     {"reduce_scatter_gather", reduce_scatter_gather_reduce},
+    {"hierarchical", hierarchical_reduce},
 };
 constexpr Algorithm kAllgatherv[] = {
     {"ring", ring_allgatherv},

@@ -392,6 +392,12 @@ static int create(coll_comm_t comm, int color, int key, bool dup, coll_comm_t* n
     if (!made) return;  // COLL_UNDEFINED
     auto entry = std::make_unique<CommEntry>();
     entry->impl = ctx.adopt(std::move(made));
+    try {
+      entry->impl->build_hierarchy();  // every rank of the new communicator
+    } catch (...) {
+      ctx.free(entry->impl);
+      throw;
+    }
     *newcomm = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(entry)));
   });
 }

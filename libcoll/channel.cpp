@@ -451,6 +451,12 @@ Task Channel::close() {
   // goes back into a window that is about to go away.
   for (int p : used) co_await recv(p, 0);
   co_await flush();
+  // Then the sub-channels', in the same order on every rank: each is a
+  // handshake among its own ranks only (the leaders' among the leaders).
+  if (hierarchy_) {
+    co_await hierarchy_->node->close();
+    if (hierarchy_->leaders) co_await hierarchy_->leaders->close();
+  }
 }
 
 Task Channel::quiesce() {
@@ -474,6 +480,10 @@ Task Channel::quiesce() {
          w.addr + layout_.left(rank_), w.rkey);
   }
   co_await flush();
+  if (hierarchy_) {
+    co_await hierarchy_->node->quiesce();
+    if (hierarchy_->leaders) co_await hierarchy_->leaders->quiesce();
+  }
 }
 
 }  // namespace coll

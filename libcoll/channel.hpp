@@ -109,6 +109,24 @@ struct WindowLayout {
   }
 };
 
+// A communicator whose ranks span hosts, with several on one host at least,
+// has two sub-communicators that only its own operations use
+// (Communicator::build_hierarchy): one of the ranks on this rank's host, and
+// one of the hosts' leaders (the lowest rank on each). The hierarchical
+// algorithms (algorithms/hierarchy.hpp) run collectives on their channels
+// inside an operation of the parent, which has them to itself as it has
+// its own channel.
+struct Hierarchy {
+  Channel* node = nullptr;     // this host's ranks, in the parent's order
+  Channel* leaders = nullptr;  // one rank per host; nullptr where this rank leads none
+  // Per parent rank: its host (hosts numbered in the order of their lowest
+  // rank, which is also the order of the leaders' channel), and its rank
+  // on that host's node channel.
+  std::vector<int> host_of;
+  std::vector<int> node_rank;
+  int hosts = 0;
+};
+
 // The channel of one communicator: its ranks are the communicator's, mapped
 // to the transport's (the process context's) ranks by `group`. Every wait is
 // a co_await (task.hpp): it returns at once when the awaited thing is there,
@@ -158,7 +176,7 @@ class Channel {
   struct SendWait : Wait<SendWait> {
     SendWait(Channel& c, int p, const void* s, size_t n, bool direct, const RemoteRegion* d,
              size_t off)
-        : Wait(p, "a free slot"), ch(c), src(s), len(n), is_direct(direct), dst(d), offset(off) {}
+        : Wait(p, "a free slot", &c), ch(c), src(s), len(n), is_direct(direct), dst(d), offset(off) {}
     bool try_now();
     void await_resume() const {}
     Channel& ch;
@@ -175,7 +193,7 @@ class Channel {
   // release(peer).
   struct RecvWait : Wait<RecvWait> {
     RecvWait(Channel& c, int p, size_t n, bool direct)
-        : Wait(p, direct ? "a zero-copy message" : "a message"), ch(c), len(n), is_direct(direct) {}
+        : Wait(p, direct ? "a zero-copy message" : "a message", &c), ch(c), len(n), is_direct(direct) {}
     bool try_now();
     const void* await_resume() const { return data; }
     Channel& ch;
@@ -188,7 +206,7 @@ class Channel {
   // co_await release(peer): gives the slot of the oldest received message
   // from peer back to peer (after the writes forwarded from it are done).
   struct ReleaseWait : Wait<ReleaseWait> {
-    ReleaseWait(Channel& c, int p) : Wait(p, "completion of its own writes"), ch(c) {
+    ReleaseWait(Channel& c, int p) : Wait(p, "completion of its own writes", &c), ch(c) {
       from_peer = false;
     }
     bool try_now();
@@ -203,7 +221,7 @@ class Channel {
   // co_await exposed_by(peer): the buffer that peer exposed to us for this
   // call.
   struct ExposedWait : Wait<ExposedWait> {
-    ExposedWait(Channel& c, int p) : Wait(p, "a zero-copy buffer"), ch(c) {}
+    ExposedWait(Channel& c, int p) : Wait(p, "a zero-copy buffer", &c), ch(c) {}
     bool try_now();
     RemoteRegion await_resume() const { return region; }
     Channel& ch;
@@ -241,6 +259,10 @@ class Channel {
   // look their sources up in them. The communicator points the channel at
   // an operation's list while that operation runs.
   void use_pins(std::vector<const MemoryRegion*>* pins) { pins_ = pins; }
+  std::vector<const MemoryRegion*>* pins_in_use() const { return pins_; }
+  // The communicator's sub-channels, or nullptr (a flat communicator).
+  const Hierarchy* hierarchy() const { return hierarchy_; }
+  void set_hierarchy(const Hierarchy* h) { hierarchy_ = h; }
   // Registers (through the cache) user memory of this operation. len 0 is
   // a no-op. Returns the registration.
   const MemoryRegion* pin(const void* buf, size_t len);
@@ -332,6 +354,7 @@ class Channel {
   std::vector<uint64_t> exposed_to_;     // buffers exposed to each peer
   std::vector<uint64_t> exposures_seen_;  // buffers each peer exposed to us
   std::vector<const MemoryRegion*>* pins_ = nullptr;  // the running operation's
+  const Hierarchy* hierarchy_ = nullptr;
   std::vector<char> line_peers_;         // transport_.line_writes(peer)
   std::vector<char> staging_;            // a received line message, contiguous, per peer
   // Per (peer, slot k): how many bytes from the start of our slot k in

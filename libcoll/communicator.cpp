@@ -94,6 +94,7 @@ coll_resource_stats_t Communicator::resource_stats() const {
   s.slots_committed_bytes = channel_->committed_bytes();
   s.slot_peers = uint32_t(channel_->committed_peers());
   s.connections = uint32_t(std::max(0, ctx_.transport().connections()));
+  s.network_bytes = ctx_.transport().network_bytes();
   const RegcacheStats cache = ctx_.cache().stats();
   s.registrations = cache.registrations - cache.deregistrations + ctx_.communicators();
   return s;
@@ -117,6 +118,7 @@ const Blocker* Communicator::blocked() const {
 
 [[gnu::always_inline]] inline const Algorithm* Communicator::choose(Coll c, const Args& args) {
   const Algorithm* algo = ctx_.forced(c);
+  if (!algo) algo = hierarchical_[int(c)];
   if (!algo) {
     // The last choice is kept with the sizes it holds for: programs repeat
     // calls of a few sizes, and a table lookup would show on a small
@@ -515,6 +517,53 @@ Task Communicator::split_body(Channel& ch, int color, int key,
   }
   *out = std::make_unique<Communicator>(ctx_, ctx_.next_comm_id(), std::move(group), new_rank,
                                         w.layout, w.memory, w.mr, std::move(peers));
+}
+
+void Communicator::build_hierarchy() {
+  const int n = size(), me = rank();
+  if (!ctx_.config().hierarchy || n < 3) return;
+  // Hosts numbered in the order of their lowest rank.
+  const std::vector<std::string>& host_names = ctx_.host_map().hosts;
+  std::vector<int> host_of(static_cast<size_t>(n)), node_rank(static_cast<size_t>(n)), on_host;
+  std::vector<std::string> seen;
+  for (int r = 0; r < n; ++r) {
+    const std::string& name = host_names[size_t(channel_->transport_rank(r))];
+    const auto at = std::find(seen.begin(), seen.end(), name);
+    const int h = int(at - seen.begin());
+    if (at == seen.end()) {
+      seen.push_back(name);
+      on_host.push_back(0);
+    }
+    host_of[size_t(r)] = h;
+    node_rank[size_t(r)] = on_host[size_t(h)]++;
+  }
+  const int hosts = int(seen.size());
+  // One host: nothing to gain. A rank per host: the leaders are everyone.
+  if (hosts == 1 || hosts == n) return;
+  const bool leads = node_rank[size_t(me)] == 0;
+  auto split = [this](int color, int key, std::unique_ptr<Communicator>* out) {
+    auto op = make_internal("hierarchy", [this, color, key, out](Channel& ch) {
+      return split_body(ch, color, key, out);
+    });
+    {
+      std::unique_lock<std::mutex> l(progress_mutex(), std::defer_lock);
+      if (ctx_.locking()) l.lock();
+      start(*op);
+    }
+    ctx_.wait(*op);
+    if (op->status) throw Error(op->status, op->message);
+  };
+  // Both splits on every rank, in this order (they are collectives here).
+  split(host_of[size_t(me)], me, &node_comm_);
+  split(leads ? 0 : COLL_UNDEFINED, me, &leader_comm_);
+  hierarchy_.node = &node_comm_->channel();
+  hierarchy_.leaders = leader_comm_ ? &leader_comm_->channel() : nullptr;
+  hierarchy_.host_of = std::move(host_of);
+  hierarchy_.node_rank = std::move(node_rank);
+  hierarchy_.hosts = hosts;
+  channel_->set_hierarchy(&hierarchy_);
+  for (Coll c : {Coll::kAllreduce, Coll::kBcast, Coll::kReduce, Coll::kBarrier})
+    hierarchical_[int(c)] = &find_algorithm(c, "hierarchical");
 }
 
 }  // namespace coll

@@ -116,6 +116,13 @@ class Communicator {
   // COLL_UNDEFINED gives *out == nullptr. dup: split with one color and the
   // parent's order.
   Task split_body(Channel& ch, int color, int key, std::unique_ptr<Communicator>* out);
+  // Where this communicator's ranks span hosts with several on one host at
+  // least (and COLL_HIERARCHY is not 0): makes its two sub-communicators
+  // (the ranks of this rank's host; the hosts' leaders) by splits over it,
+  // hands them to the channel (Hierarchy) and makes the hierarchical
+  // algorithms the automatic choice of allreduce, bcast, reduce and
+  // barrier. Collective over this communicator, right after it is made.
+  void build_hierarchy();
 
   std::mutex& progress_mutex() { return progress_mutex_; }
   // Set while a thread is inside a call on this communicator: a second
@@ -160,6 +167,12 @@ class Communicator {
   // writes have not (RDMA).
   std::optional<Channel::FlushWait> flush_;
   const char* last_[kCollCount] = {};
+  // build_hierarchy's: the sub-communicators (never queued on: only this
+  // communicator's operations use their channels), and per collective the
+  // algorithm that is the automatic choice while they exist.
+  std::unique_ptr<Communicator> node_comm_, leader_comm_;
+  Hierarchy hierarchy_;
+  const Algorithm* hierarchical_[kCollCount] = {};
   Choice choice_[kCollCount] = {};  // the last automatic choice per collective
   Operation* head_ = nullptr;
   Operation* tail_ = nullptr;

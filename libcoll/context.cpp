@@ -81,6 +81,10 @@ class LockedTransport final : public Transport {
     std::lock_guard<std::mutex> l(m_);
     return t_->connections();
   }
+  uint64_t network_bytes() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->network_bytes();
+  }
   size_t default_zcopy_threshold() const override { return t_->default_zcopy_threshold(); }
   void check_peer(int peer) override {
     std::lock_guard<std::mutex> l(m_);
@@ -232,6 +236,7 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
                                           w.memory, w.mr, std::move(peers));
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);
+  world_->build_hierarchy();
   if (config_.async_progress) progress_thread_ = std::thread([this] { progress_thread_main(); });
   if (config_.debug)
     std::fprintf(stderr,
@@ -438,12 +443,13 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
          comm.rank(), waited, b ? b->what : "progress", peer < 0 ? comm.rank() : peer,
          config_.timeout_s);
   if (now >= p.next_peer_check) {
-    if (peer >= 0) transport_->check_peer(comm.channel().transport_rank(peer));
+    const Channel& ch = b && b->channel ? *b->channel : comm.channel();
+    if (peer >= 0) transport_->check_peer(ch.transport_rank(peer));
     // A peer that finalized wrote its `left` notice after everything else
     // it wrote (Channel::quiesce). Seen at the last check too, with passes
     // of the operation in between that saw all of that: the wait is for
     // something the peer will never write.
-    const bool left = peer >= 0 && b->from_peer && comm.channel().peer_left(peer);
+    const bool left = peer >= 0 && b->from_peer && ch.peer_left(peer);
     if (left && p.left_peer == peer)
       fail(COLL_ERR_PEER_LOST,
            "rank %d: rank %d called coll_finalize while this rank still waited for %s from "

@@ -49,6 +49,8 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const Config& config() const { return config_; }
+  // Rank r's host (transport ranks), as the bootstrap's host map gives it.
+  const HostMap& host_map() const { return host_; }
   Bootstrap& bootstrap() { return *boot_; }
   Transport& transport() { return *transport_; }
   RegistrationCache& cache() { return *cache_; }

@@ -105,6 +105,7 @@ Config load_config() {
   c.async_progress = env_flag("COLL_ASYNC_PROGRESS");
   c.check_args = env_flag("COLL_CHECK_ARGS");
   c.fast_path = env_flag("COLL_FAST_PATH", true);
+  c.hierarchy = env_flag("COLL_HIERARCHY", true);
   if (!env_string("COLL_SHM_ARENA").empty())
     c.shm_arena_bytes = env_bytes("COLL_SHM_ARENA", 0, size_t{1} << 20, size_t{1} << 44);
   if (!env_string("COLL_SPIN_POLLS").empty())

@@ -48,6 +48,9 @@ struct Config {
   // in their algorithm's synchronous form (algorithms.hpp, NowFn). For
   // tests and measurements of the general path.
   bool fast_path = true;
+  // COLL_HIERARCHY=0: no sub-communicators per host, so no hierarchical
+  // algorithms (Communicator::build_hierarchy).
+  bool hierarchy = true;
 };
 
 // Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.

@@ -38,6 +38,8 @@ namespace coll {
 // has driven the transport) and returns true once the wait is over; by then
 // it has also done whatever the wait was for (taken the credit, read the
 // flag). peer is a communicator rank, or -1 for a wait on this rank alone.
+class Channel;
+
 struct Blocker {
   bool (*poll)(Blocker*) = nullptr;
   int peer = -1;
@@ -47,9 +49,12 @@ struct Blocker {
   // for waits on this rank's own writes, which a peer that left after its
   // part of the operation does not hold up.
   bool from_peer = true;
+  // The channel `peer` is a rank of, when it is not the operation's own
+  // communicator's (a hierarchical algorithm waits on its sub-channels):
+  // the engine checks that peer there. nullptr: the communicator's.
+  const Channel* channel = nullptr;
 };
 
-class Channel;
 class Communicator;
 
 // Free lists of coroutine frames, by size class (64-byte steps up to
@@ -224,9 +229,10 @@ class [[nodiscard]] Task {
 // suspends.
 template <class Derived>
 struct Wait : Blocker {
-  Wait(int waited_peer, const char* description) {
+  Wait(int waited_peer, const char* description, const Channel* on = nullptr) {
     peer = waited_peer;
     what = description;
+    channel = on;
     poll = [](Blocker* b) { return static_cast<Derived*>(b)->try_now(); };
   }
   bool await_ready() { return static_cast<Derived*>(this)->try_now(); }

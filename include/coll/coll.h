@@ -379,6 +379,8 @@ typedef struct {
   uint32_t slot_peers;            /* peers this rank has written slot data to */
   uint32_t connections;           /* the process's transport connections */
   uint64_t registrations;         /* the process's live registrations: windows, cached buffers */
+  uint64_t network_bytes;         /* the process's bytes written to peers over a network (tcp,
+                                     rdma; not shm) since coll_init: what crossed hosts */
 } coll_resource_stats_t;
 
 int coll_comm_resource_stats(coll_comm_t comm, coll_resource_stats_t *stats);

@@ -108,6 +108,7 @@ class HybridTransport final : public Transport {
     return shm_.transport->other_rank_on_cpu(cpu);
   }
 
+  uint64_t network_bytes() const override { return tcp_->network_bytes(); }
   int connections() const override {
     return shm_.transport->connections() + tcp_->connections();
   }

@@ -266,6 +266,7 @@ class RdmaTransport final : public Transport {
   int poll(Completion* out, int max) override;
   bool needs_local_registration() const override { return true; }
   void check_peer(int peer) override;
+  uint64_t network_bytes() const override { return network_bytes_; }
   int connections() const override {
     int n = 0;
     for (const Peer& p : peers_) n += p.state == State::kEstablished;
@@ -331,6 +332,7 @@ class RdmaTransport final : public Transport {
   PdPtr pd_;
   CqPtr cq_;
   std::vector<Peer> peers_;
+  uint64_t network_bytes_ = 0;  // bytes of the writes posted to peers (network_bytes)
   std::unordered_map<uint32_t, int> peer_of_qp_;
   std::unordered_map<const MemoryRegion*, std::unique_ptr<RdmaMemoryRegion>> regions_;
 
@@ -753,6 +755,7 @@ int RdmaTransport::post_write(int peer, uint64_t context, const void* local_addr
     return -1;  // errno from ibv_post_send
   }
   ++p.posted;
+  network_bytes_ += length;
   if (signal) {
     p.signaled.push_back({p.posted, for_user});
     p.last_signaled = p.posted;

@@ -276,6 +276,7 @@ class TcpTransport final : public Transport {
         write_to_self(local_addr, length, remote_addr, rkey);
       else
         send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, local_addr, length);
+      network_bytes_ += peer == rank_ ? 0 : length;
     }
     if (flags & kWriteSignaled)
       completions_.push_back({context, peer, failed_ ? failure_status_ : 0});
@@ -294,6 +295,7 @@ class TcpTransport final : public Transport {
     return n;
   }
 
+  uint64_t network_bytes() const override { return network_bytes_; }
   int connections() const override {
     int n = 0;
     for (const Peer& p : peers_) n += p.reach && p.fd;
@@ -1122,6 +1124,7 @@ class TcpTransport final : public Transport {
   std::string secret_;  // the job's (Bootstrap::secret): what the handshake proves
   UniqueFd epoll_;
   std::vector<Peer> peers_;
+  uint64_t network_bytes_ = 0;  // payload of write frames sent (network_bytes)
   std::deque<Completion> completions_;
   bool failed_ = false;
   int failure_status_ = 0;

@@ -203,6 +203,10 @@ class Transport {
   // mapped; tcp: sockets; rdma: queue pairs established), for the
   // resource stats (coll_comm_resource_stats).
   virtual int connections() const { return 0; }
+  // Bytes this process has written to its peers over a network (tcp
+  // frames' payload, RDMA writes posted; shm moves none): what crosses
+  // hosts, for the resource stats.
+  virtual uint64_t network_bytes() const { return 0; }
 
   // Where the ranks of this host run, for the wait policy
   // (libcoll/wait_policy.hpp): a waiting rank yields its CPU only to a rank

@@ -1,5 +1,5 @@
 #!/bin/sh
-# hosts_test.sh COLLRUN MP_COLLECTIVES HOST_CHECK AGENT: a job on three
+# hosts_test.sh COLLRUN MP_COLLECTIVES HOST_CHECK AGENT [HIERARCHY_TEST]: a job on three
 # "hosts" made of network namespaces, started by collrun -H through a launch
 # agent (AGENT, netns-agent.sh), as on a real cluster:
 #
@@ -15,20 +15,25 @@
 # placed them in, the agent was used for P_b and P_c only (2 ranks and 1
 # /dev/shm cleanup each), the multi-process collective suite passes
 # (MP_COLLECTIVES; HOSTS_GTEST_FILTER narrows it), and a rank killed on P_c
-# ends the whole job with 137, leaving no process in any namespace.
+# ends the whole job with 137, leaving no process in any namespace. With
+# HIERARCHY_TEST (tests/mp/hierarchy_test.c): the hierarchical collectives
+# on four hosts of 2 ranks (a fourth namespace P_d joins for that job),
+# then the same job flat (COLL_HIERARCHY=0); each host's eth0 bytes sent
+# are printed beside the bytes libcoll counted.
 #
 # Needs root and iproute2 with network namespaces; exit 77 (skip) without
 # them. The namespaces and /etc/netns entries are removed on every exit.
 set -u
 
-if [ $# -ne 4 ]; then
-  echo "usage: $0 COLLRUN MP_COLLECTIVES HOST_CHECK AGENT" >&2
+if [ $# -ne 4 ] && [ $# -ne 5 ]; then
+  echo "usage: $0 COLLRUN MP_COLLECTIVES HOST_CHECK AGENT [HIERARCHY_TEST]" >&2
   exit 2
 fi
 collrun=$1
 mp_collectives=$2
 host_check=$3
 agent=$4
+hierarchy_test=${5:-}
 
 skip() {
   echo "SKIP: $*"
@@ -41,12 +46,13 @@ prefix="collhosts$$"
 ns_a=${prefix}_a
 ns_b=${prefix}_b
 ns_c=${prefix}_c
+ns_d=${prefix}_d
 ns_br=${prefix}_br
 work=$(mktemp -d) || exit 1
 made_etc_netns=no
 
 cleanup() {
-  for ns in "$ns_a" "$ns_b" "$ns_c" "$ns_br"; do
+  for ns in "$ns_a" "$ns_b" "$ns_c" "$ns_d" "$ns_br"; do
     # Whatever this test left running in its own namespaces.
     for pid in $(ip netns pids "$ns" 2>/dev/null); do
       kill -9 "$pid" 2>/dev/null
@@ -74,11 +80,11 @@ setup() {
 if ! ip netns add "$ns_a" 2>"$work/setup.err"; then
   skip "ip netns add failed: $(cat "$work/setup.err")"
 fi
-for ns in "$ns_b" "$ns_c" "$ns_br"; do setup ip netns add "$ns"; done
+for ns in "$ns_b" "$ns_c" "$ns_d" "$ns_br"; do setup ip netns add "$ns"; done
 setup ip -n "$ns_br" link add br0 type bridge
 setup ip -n "$ns_br" link set br0 up
 number=1
-for ns in "$ns_a" "$ns_b" "$ns_c"; do
+for ns in "$ns_a" "$ns_b" "$ns_c" "$ns_d"; do
   port=port$number
   setup ip -n "$ns_br" link add "$port" type veth peer name eth0 netns "$ns"
   setup ip -n "$ns_br" link set "$port" master br0
@@ -90,8 +96,9 @@ for ns in "$ns_a" "$ns_b" "$ns_c"; do
 done
 [ -d /etc/netns ] || made_etc_netns=yes
 setup mkdir -p "/etc/netns/$ns_a"
-printf '127.0.0.1 localhost\n10.77.0.1 %s\n10.77.0.2 %s\n10.77.0.3 %s\n' \
-  "$ns_a" "$ns_b" "$ns_c" >"/etc/netns/$ns_a/hosts" || fail "cannot write /etc/netns/$ns_a/hosts"
+printf '127.0.0.1 localhost\n10.77.0.1 %s\n10.77.0.2 %s\n10.77.0.3 %s\n10.77.0.4 %s\n' \
+  "$ns_a" "$ns_b" "$ns_c" "$ns_d" >"/etc/netns/$ns_a/hosts" ||
+  fail "cannot write /etc/netns/$ns_a/hosts"
 
 hosts="$ns_a:2,$ns_b:2,$ns_c:2"
 echo "hosts: $hosts"
@@ -103,7 +110,8 @@ echo "hosts: $hosts"
 run_collrun() {
   output=$1
   shift
-  ip netns exec "$ns_a" "$collrun" -H "$hosts" --launch-agent "$agent" "$@" >"$output" 2>&1 &
+  ip netns exec "$ns_a" "$collrun" -H "${job_hosts:-$hosts}" --launch-agent "$agent" "$@" \
+    >"$output" 2>&1 &
   wait $!
 }
 
@@ -162,5 +170,32 @@ while :; do
   [ "$tries" -le 100 ] || fail "processes left in the namespaces: $left"
   sleep 0.1
 done
+
+# 4. Hierarchical collectives on four hosts: every result, the algorithm,
+# and only leaders sending across hosts (the program checks); then flat.
+if [ -n "$hierarchy_test" ]; then
+  tx_bytes() {
+    for ns in "$ns_a" "$ns_b" "$ns_c" "$ns_d"; do
+      ip netns exec "$ns" cat /sys/class/net/eth0/statistics/tx_bytes
+    done | tr '\n' ' '
+  }
+  job_hosts="$ns_a:2,$ns_b:2,$ns_c:2,$ns_d:2"
+  for mode in hierarchical flat; do
+    set -- "$hierarchy_test" 2
+    env=""
+    if [ "$mode" = flat ]; then set -- "$@" flat; env="-x COLL_HIERARCHY=0"; fi
+    before=$(tx_bytes)
+    # shellcheck disable=SC2086 # $env is one option and its value, or nothing
+    run_collrun "$work/hier.out" --timeout 300 $env "$@"
+    status=$?
+    after=$(tx_bytes)
+    cat "$work/hier.out"
+    [ "$status" -eq 0 ] || fail "hierarchy_test ($mode) on 4 hosts: collrun exited with $status"
+    grep -q '^hierarchy_test: all checks passed at np 8, 4 hosts' "$work/hier.out" ||
+      fail "hierarchy_test ($mode) did not pass"
+    echo "eth0 bytes sent, hosts a b c d ($mode): before $before, after $after"
+  done
+  unset job_hosts
+fi
 
 echo "PASS: 3 hosts (network namespaces) under collrun -H"
