@@ -474,7 +474,9 @@ double best_cost(Coll c, const Params& p, int n, size_t bytes) {
   return t;
 }
 
-// The hierarchical forms (not implemented in libcoll): one leader per node
+// The hierarchical forms (libcoll's hierarchical_*.cpp for allreduce, bcast,
+// reduce and barrier, which a communicator across hosts takes whatever the
+// model says; allgather's is modelled only): one leader per node
 // (a node's first rank). Within a node every rank is on the node
 // (`local`); among the leaders every message leaves a node, one leader per
 // node (`leaders`, no NIC sharing). Each phase takes its best flat

@@ -75,7 +75,10 @@ std::vector<Network> standard_networks();
 struct Estimate {
   std::string algorithm;  // a registry name, or "hierarchical"
   double seconds;
-  bool implemented;  // false for the hierarchical forms
+  // false for the hierarchical forms: best() chooses among the flat
+  // algorithms, as the selection does (a communicator across hosts takes
+  // the hierarchical ones anyway: Communicator::build_hierarchy).
+  bool implemented;
 };
 
 // Every algorithm of collective c that the model knows (the registry's, in

@@ -5,7 +5,8 @@
 //   coll_model [--params FILE] [--ranks LIST] [--network GBPS:US:PPN]... [-b LIST]
 //       for each collective and network profile: the best algorithm and its
 //       latency at each rank count for 4 B .. 4 MiB, the hierarchical form's
-//       (not implemented), and the sizes where the best algorithm changes
+//       (libcoll's across hosts for allreduce, bcast, reduce, barrier), and
+//       the sizes where the best flat algorithm changes
 //   coll_model --fit CSV... [--fit-np N] [--out FILE]
 //       fits alpha_intra, beta_intra and gamma to coll_bench CSVs (forced
 //       algorithms; the rows of N ranks only, with --fit-np) and prints the
@@ -212,8 +213,9 @@ int run(int argc, char** argv) {
     for (int c = 0; c < coll::kCollCount; ++c)
       if (model::chooses(Coll(c))) collectives.push_back(Coll(c));
   std::printf(
-      "# coll_model: predicted best algorithm and latency ((h ...): the hierarchical\n"
-      "# form, not implemented); within a node this machine's fitted shared memory\n");
+      "# coll_model: predicted best flat algorithm and latency ((h ...): the\n"
+      "# hierarchical form, which libcoll takes across hosts for allreduce, bcast,\n"
+      "# reduce and barrier); within a node this machine's fitted shared memory\n");
   std::string params = model::format_params(base);
   for (size_t at = 0; (at = params.find('\n', at)) != std::string::npos && at + 1 < params.size();
        at += 3)

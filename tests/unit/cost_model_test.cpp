@@ -28,14 +28,17 @@ std::string read(const std::string& path) {
   return s.str();
 }
 
-// Every algorithm of the registry is modelled, under its own name, and
-// nothing else is (but the hierarchical forms).
+// Every flat algorithm of the registry is modelled, under its own name,
+// and nothing else is; the hierarchical forms are estimated apart (where
+// nodes hold several ranks, as here), never as a flat choice.
 TEST(CostModel, ModelsEveryAlgorithmOfTheRegistry) {
   const Params p = with_network(this_machine(), {100, 3, 8});
   for (int i = 0; i < kCollCount; ++i) {
     const CollectiveInfo& info = collective_info(Coll(i));
     std::set<std::string> registry, modelled;
-    for (size_t a = 0; a < info.num_algorithms; ++a) registry.insert(info.algorithms[a].name);
+    for (size_t a = 0; a < info.num_algorithms; ++a)
+      if (std::string(info.algorithms[a].name) != "hierarchical")
+        registry.insert(info.algorithms[a].name);
     for (const Estimate& e : estimates(Coll(i), 64, 1024, p)) {
       if (e.implemented)
         modelled.insert(e.algorithm);

@@ -126,7 +126,7 @@ TEST(Selection, BadLinesAreErrorsNamingOriginLineAndProblem) {
   }
   e = parse_error("allreduce * 0 auto\n");
   EXPECT_NE(e.find("unknown allreduce algorithm 'auto' (valid: ring, tree, binomial, "
-                   "recursive_doubling, rabenseifner)"),
+                   "recursive_doubling, rabenseifner, hierarchical)"),
             std::string::npos)
       << e;
   // A bcast-only name is no allreduce algorithm, and the other way round.
@@ -134,7 +134,7 @@ TEST(Selection, BadLinesAreErrorsNamingOriginLineAndProblem) {
   EXPECT_NE(e.find("unknown allreduce algorithm"), std::string::npos) << e;
   e = parse_error("bcast * 0 recursive_doubling\n");
   EXPECT_NE(e.find("unknown bcast algorithm 'recursive_doubling' (valid: ring, binomial, tree, "
-                   "scatter_allgather, linear)"),
+                   "scatter_allgather, linear, hierarchical)"),
             std::string::npos)
       << e;
 }
@@ -260,9 +260,10 @@ TEST(Selection, ChooseReadsCollTuningFileAtFirstUse) {
 }
 
 TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
-  for (const char* name : {"ring", "tree", "binomial", "recursive_doubling", "rabenseifner"})
+  for (const char* name :
+       {"ring", "tree", "binomial", "recursive_doubling", "rabenseifner", "hierarchical"})
     EXPECT_EQ(std::string(find_algorithm(Coll::kAllreduce, name).name), name);
-  for (const char* name : {"ring", "tree", "binomial", "scatter_allgather"})
+  for (const char* name : {"ring", "tree", "binomial", "scatter_allgather", "hierarchical"})
     EXPECT_EQ(std::string(find_algorithm(Coll::kBcast, name).name), name);
   try {
     find_algorithm(Coll::kBcast, "recursive_doubling");
@@ -271,7 +272,7 @@ TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
     EXPECT_EQ(e.status(), COLL_ERR_INVALID_ARG);
     EXPECT_STREQ(e.what(),
                  "COLL_BCAST_ALGO=recursive_doubling: unknown algorithm (valid: ring, binomial, "
-                 "tree, scatter_allgather, linear, auto)");
+                 "tree, scatter_allgather, linear, hierarchical, auto)");
   }
   EXPECT_THROW(find_algorithm(Coll::kAllreduce, ""), Error);
   EXPECT_EQ(lookup_algorithm(Coll::kAllreduce, "Ring"), nullptr);
