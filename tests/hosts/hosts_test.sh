@@ -3,12 +3,12 @@
 # "hosts" made of network namespaces, started by collrun -H through a launch
 # agent (AGENT, netns-agent.sh), as on a real cluster:
 #
-#   namespaces P_a, P_b, P_c (P unique per run), each with lo and eth0
-#   (10.77.0.1, .2, .3 /24), the eth0s joined by a bridge in a fourth
-#   namespace P_br. Nothing is added to the root namespace's network.
-#   /etc/netns/P_a/hosts names the three hosts, so that collrun, run inside
-#   P_a by `ip netns exec`, finds P_a to be its own host: its ranks are
-#   forked, the others go through the agent.
+#   namespaces P_a .. P_d (P unique per run; netns-hosts.sh makes them:
+#   eth0s 10.77.0.1 .. .4 on a bridge, nothing in the root namespace's
+#   network), /etc/netns/P_a/hosts naming them, so that collrun, run
+#   inside P_a by `ip netns exec`, finds P_a to be its own host: its ranks
+#   are forked, the others go through the agent. The first jobs use P_a,
+#   P_b and P_c.
 #
 # Checks: the transport is shm+tcp on every rank and collectives across the
 # hosts are right (HOST_CHECK), the ranks ran in the namespaces collrun
@@ -17,7 +17,7 @@
 # (MP_COLLECTIVES; HOSTS_GTEST_FILTER narrows it), and a rank killed on P_c
 # ends the whole job with 137, leaving no process in any namespace. With
 # HIERARCHY_TEST (tests/mp/hierarchy_test.c): the hierarchical collectives
-# on four hosts of 2 ranks (a fourth namespace P_d joins for that job),
+# on four hosts of 2 ranks (P_d joins for that job),
 # then the same job flat (COLL_HIERARCHY=0); each host's eth0 bytes sent
 # are printed beside the bytes libcoll counted.
 #
@@ -42,25 +42,17 @@ skip() {
 [ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
 command -v ip >/dev/null 2>&1 || skip "needs ip (iproute2)"
 
+. "$(dirname "$0")/netns-hosts.sh"
+
 prefix="collhosts$$"
 ns_a=${prefix}_a
 ns_b=${prefix}_b
 ns_c=${prefix}_c
 ns_d=${prefix}_d
-ns_br=${prefix}_br
 work=$(mktemp -d) || exit 1
-made_etc_netns=no
 
 cleanup() {
-  for ns in "$ns_a" "$ns_b" "$ns_c" "$ns_d" "$ns_br"; do
-    # Whatever this test left running in its own namespaces.
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do
-      kill -9 "$pid" 2>/dev/null
-    done
-    ip netns del "$ns" 2>/dev/null
-    rm -rf "/etc/netns/$ns"
-  done
-  if [ "$made_etc_netns" = yes ]; then rmdir /etc/netns 2>/dev/null; fi
+  netns_hosts_down "$prefix" a b c d
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -72,33 +64,12 @@ fail() {
   echo "FAIL: $*"
   exit 1
 }
-# Runs a setup command; its failure fails the test with the command's words.
-setup() {
-  "$@" 2>"$work/setup.err" || fail "$* : $(cat "$work/setup.err")"
-}
 
-if ! ip netns add "$ns_a" 2>"$work/setup.err"; then
+if ! ip netns add "${prefix}_probe" 2>"$work/setup.err"; then
   skip "ip netns add failed: $(cat "$work/setup.err")"
 fi
-for ns in "$ns_b" "$ns_c" "$ns_d" "$ns_br"; do setup ip netns add "$ns"; done
-setup ip -n "$ns_br" link add br0 type bridge
-setup ip -n "$ns_br" link set br0 up
-number=1
-for ns in "$ns_a" "$ns_b" "$ns_c" "$ns_d"; do
-  port=port$number
-  setup ip -n "$ns_br" link add "$port" type veth peer name eth0 netns "$ns"
-  setup ip -n "$ns_br" link set "$port" master br0
-  setup ip -n "$ns_br" link set "$port" up
-  setup ip -n "$ns" link set lo up
-  setup ip -n "$ns" addr add "10.77.0.$number/24" dev eth0
-  setup ip -n "$ns" link set eth0 up
-  number=$((number + 1))
-done
-[ -d /etc/netns ] || made_etc_netns=yes
-setup mkdir -p "/etc/netns/$ns_a"
-printf '127.0.0.1 localhost\n10.77.0.1 %s\n10.77.0.2 %s\n10.77.0.3 %s\n10.77.0.4 %s\n' \
-  "$ns_a" "$ns_b" "$ns_c" "$ns_d" >"/etc/netns/$ns_a/hosts" ||
-  fail "cannot write /etc/netns/$ns_a/hosts"
+ip netns del "${prefix}_probe"
+netns_hosts_up "$prefix" a b c d || fail "$netns_error"
 
 hosts="$ns_a:2,$ns_b:2,$ns_c:2"
 echo "hosts: $hosts"
