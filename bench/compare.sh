@@ -15,7 +15,10 @@
 #
 #   bench/compare.sh [--build DIR] [--np "2 4"] [--repeats N] [--sizes MIN:MAX]
 #                    [--type TYPE] [--peers "tuned han"] [--out DIR] [--plot]
-#                    [-- coll_bench_mpi options]
+#                    [--btl LIST] [--mpirun-args "ARGS"] [-- coll_bench_mpi options]
+# --btl: Open MPI's BTLs (default self,vader: one node); --mpirun-args: more
+# mpirun arguments, split at spaces (hosts, an rsh agent, -x VAR=VALUE for
+# libcoll: bench/netns-compare.sh runs it across namespace hosts so).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +30,8 @@ datatype=float
 out=bench-results
 peers="tuned han"
 plot=0
+btl=self,vader
+mpirun_args=""
 extra=()
 
 usage() { sed -n '2,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
@@ -42,6 +47,8 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --peers) peers=$2; shift 2 ;;
     --plot) plot=1; shift ;;
+    --btl) btl=$2; shift 2 ;;
+    --mpirun-args) mpirun_args=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -77,9 +84,11 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
       read -r -a mca <<< "$(peer_args "$peer")"
       run=$out/raw/$peer/np$np-run$repeat
       echo "compare.sh: run $repeat/$repeats, np $np, peer $peer" >&2
-      # Root may run mpirun only with --allow-run-as-root; shared memory
-      # only (btl self,vader), the transport libcoll uses on one node.
-      mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader "${mca[@]}" \
+      # Root may run mpirun only with --allow-run-as-root; by default
+      # shared memory only (btl self,vader), the transport libcoll uses on
+      # one node.
+      read -r -a launch <<< "$mpirun_args"
+      mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl "$btl" "${launch[@]}" "${mca[@]}" \
         "$bench" -m "$sizes" -T "$datatype" --sync-start --rotate-root --csv "$run.csv" "${extra[@]}" \
         > "$run.txt" || die "coll_bench_mpi failed at np $np, peer $peer (output in $run.txt)"
     done

@@ -327,25 +327,13 @@ class ShmTransport final : public Transport {
   int post_write(int peer, uint64_t context, const void* local_addr,
                  size_t length, MemoryRegion* /*mr: not needed, we copy*/,
                  int flags, uint64_t remote_addr, uint32_t rkey) override {
-    if (peer < 0 || peer >= size_ || !peers_[peer].data()) {
-      errno = EINVAL;
-      return -1;
-    }
-    const Mapping& target = peers_[peer];
-    SegmentHeader* h = target.header();
-    RegionGrant region;
-    const RegionCheck check = check_region(h->regions, rkey, remote_addr, length, &region);
-    if (check != RegionCheck::kOk) {
-      // Like IBV_WC_REM_ACCESS_ERR: nothing is written. ESTALE: registered,
-      // but closed between the operations that use it (region_table.hpp).
-      errno = check == RegionCheck::kClosed ? ESTALE : EACCES;
-      return -1;
-    }
-    if (region.kind == kRegionInSegment) {
+    Target t;
+    if (!find_target(peer, remote_addr, length, rkey, &t)) return -1;
+    if (t.region.kind == kRegionInSegment) {
       // Our mapping and the owner's are page aligned: alignment carries over.
-      apply_write(target.data() + (remote_addr - h->base), local_addr, length);
+      apply_write(t.at, local_addr, length);
     } else if (length > 0) {
-      if (cma_write(static_cast<pid_t>(h->pid), local_addr, length, remote_addr) != 0)
+      if (cma_write(static_cast<pid_t>(t.header->pid), local_addr, length, remote_addr) != 0)
         return -1;
     }
     if (flags & kWriteSignaled) completions_.push_back({context, peer, 0});
@@ -359,20 +347,11 @@ class ShmTransport final : public Transport {
   // SIGBUS. Pages already there cost a page-table walk.
   int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
     if (length == 0 || !lazy_commit_) return 0;
-    if (peer < 0 || peer >= size_ || !peers_[peer].data()) {
-      errno = EINVAL;
-      return -1;
-    }
-    const Mapping& target = peers_[peer];
-    SegmentHeader* h = target.header();
-    RegionGrant region;
-    if (check_region(h->regions, rkey, remote_addr, length, &region) != RegionCheck::kOk) {
-      errno = EACCES;
-      return -1;
-    }
-    if (region.kind != kRegionInSegment) return 0;  // process memory: its owner's own
+    Target t;
+    if (!find_target(peer, remote_addr, length, rkey, &t)) return -1;
+    if (t.region.kind != kRegionInSegment) return 0;  // process memory: its owner's own
     const uintptr_t page = page_size();
-    const auto at = reinterpret_cast<uintptr_t>(target.data() + (remote_addr - h->base));
+    const auto at = reinterpret_cast<uintptr_t>(t.at);
     const uintptr_t first = at & ~(page - 1), end = (at + length + page - 1) & ~(page - 1);
     while (madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE) != 0) {
       if (errno == EINTR) continue;
@@ -454,6 +433,34 @@ class ShmTransport final : public Transport {
   }
 
  private:
+  // Where a write of [remote_addr, remote_addr + length) into peer's
+  // registered memory goes, once its region check passes: false with
+  // errno EINVAL (no such peer here), EACCES (an unknown rkey, or a range
+  // outside its region: like IBV_WC_REM_ACCESS_ERR, nothing is written) or
+  // ESTALE (registered, but closed between the operations that use it:
+  // region_table.hpp).
+  struct Target {
+    SegmentHeader* header = nullptr;
+    RegionGrant region;
+    char* at = nullptr;  // through our mapping, for a region in the segment
+  };
+  bool find_target(int peer, uint64_t remote_addr, size_t length, uint32_t rkey, Target* t) {
+    if (peer < 0 || peer >= size_ || !peers_[peer].data()) {
+      errno = EINVAL;
+      return false;
+    }
+    const Mapping& target = peers_[peer];
+    t->header = target.header();
+    const RegionCheck check = check_region(t->header->regions, rkey, remote_addr, length,
+                                           &t->region);
+    if (check != RegionCheck::kOk) {
+      errno = check == RegionCheck::kClosed ? ESTALE : EACCES;
+      return false;
+    }
+    if (t->region.kind == kRegionInSegment) t->at = target.data() + (remote_addr - t->header->base);
+    return true;
+  }
+
   void create_segment(const std::string& job, size_t arena_bytes) {
     remove_orphaned_segments();
     std::string name = strfmt("/coll-%s-%d", job.c_str(), rank_);

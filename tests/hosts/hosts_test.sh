@@ -3,21 +3,21 @@
 # "hosts" made of network namespaces, started by collrun -H through a launch
 # agent (AGENT, netns-agent.sh), as on a real cluster:
 #
-#   namespaces P_a .. P_d (P unique per run; netns-hosts.sh makes them:
+#   namespaces P-a .. P-d (P unique per run; netns-hosts.sh makes them:
 #   eth0s 10.77.0.1 .. .4 on a bridge, nothing in the root namespace's
-#   network), /etc/netns/P_a/hosts naming them, so that collrun, run
-#   inside P_a by `ip netns exec`, finds P_a to be its own host: its ranks
-#   are forked, the others go through the agent. The first jobs use P_a,
-#   P_b and P_c.
+#   network), /etc/netns/P-a/hosts naming them, so that collrun, run
+#   inside P-a by `ip netns exec`, finds P-a to be its own host: its ranks
+#   are forked, the others go through the agent. The first jobs use P-a,
+#   P-b and P-c.
 #
 # Checks: the transport is shm+tcp on every rank and collectives across the
 # hosts are right (HOST_CHECK), the ranks ran in the namespaces collrun
-# placed them in, the agent was used for P_b and P_c only (2 ranks and 1
+# placed them in, the agent was used for P-b and P-c only (2 ranks and 1
 # /dev/shm cleanup each), the multi-process collective suite passes
-# (MP_COLLECTIVES; HOSTS_GTEST_FILTER narrows it), and a rank killed on P_c
+# (MP_COLLECTIVES; HOSTS_GTEST_FILTER narrows it), and a rank killed on P-c
 # ends the whole job with 137, leaving no process in any namespace. With
 # HIERARCHY_TEST (tests/mp/hierarchy_test.c): the hierarchical collectives
-# on four hosts of 2 ranks (P_d joins for that job),
+# on four hosts of 2 ranks (P-d joins for that job),
 # then the same job flat (COLL_HIERARCHY=0); each host's eth0 bytes sent
 # are printed beside the bytes libcoll counted.
 #
@@ -45,10 +45,10 @@ command -v ip >/dev/null 2>&1 || skip "needs ip (iproute2)"
 . "$(dirname "$0")/netns-hosts.sh"
 
 prefix="collhosts$$"
-ns_a=${prefix}_a
-ns_b=${prefix}_b
-ns_c=${prefix}_c
-ns_d=${prefix}_d
+ns_a=${prefix}-a
+ns_b=${prefix}-b
+ns_c=${prefix}-c
+ns_d=${prefix}-d
 work=$(mktemp -d) || exit 1
 
 cleanup() {
@@ -65,10 +65,10 @@ fail() {
   exit 1
 }
 
-if ! ip netns add "${prefix}_probe" 2>"$work/setup.err"; then
+if ! ip netns add "${prefix}-probe" 2>"$work/setup.err"; then
   skip "ip netns add failed: $(cat "$work/setup.err")"
 fi
-ip netns del "${prefix}_probe"
+ip netns del "${prefix}-probe"
 netns_hosts_up "$prefix" a b c d || fail "$netns_error"
 
 hosts="$ns_a:2,$ns_b:2,$ns_c:2"

@@ -1,13 +1,14 @@
 # netns-hosts.sh: pretend hosts made of network namespaces, for
-# hosts_test.sh and bench/netns-compare.sh (sourced; POSIX sh; root).
+# hosts_test.sh and bench/netns-compare.sh (sourced; POSIX sh; root). Its
+# variables are all netns_*, so that it sets none of the caller's.
 #
-#   netns_hosts_up PREFIX X [Y ...]   namespaces PREFIX_X, PREFIX_Y, ... with
+#   netns_hosts_up PREFIX X [Y ...]   namespaces PREFIX-X, PREFIX-Y, ... with
 #                                     lo and eth0 (10.77.0.1, .2, ... /24),
 #                                     the eth0s joined by a bridge in
-#                                     PREFIX_br; /etc/netns/PREFIX_X/hosts
+#                                     PREFIX-br; /etc/netns/PREFIX-X/hosts
 #                                     names them all, so that a program run
-#                                     in PREFIX_X by `ip netns exec` finds
-#                                     the others by name (and PREFIX_X is
+#                                     in PREFIX-X by `ip netns exec` finds
+#                                     the others by name (and PREFIX-X is
 #                                     its own host). Nothing is added to the
 #                                     root namespace's network. Returns 1
 #                                     with the failing command and its words
@@ -24,44 +25,45 @@ netns_run() {
 }
 
 netns_hosts_up() {
-  prefix=$1
+  netns_prefix=$1
   shift
-  netns_run ip netns add "${prefix}_br" || return 1
-  netns_run ip -n "${prefix}_br" link add br0 type bridge || return 1
-  netns_run ip -n "${prefix}_br" link set br0 up || return 1
-  number=1
-  names=""
-  for host in "$@"; do
-    ns=${prefix}_$host
-    netns_run ip netns add "$ns" || return 1
-    netns_run ip -n "${prefix}_br" link add "port$number" type veth peer name eth0 netns "$ns" ||
-      return 1
-    netns_run ip -n "${prefix}_br" link set "port$number" master br0 || return 1
-    netns_run ip -n "${prefix}_br" link set "port$number" up || return 1
-    netns_run ip -n "$ns" link set lo up || return 1
-    netns_run ip -n "$ns" addr add "10.77.0.$number/24" dev eth0 || return 1
-    netns_run ip -n "$ns" link set eth0 up || return 1
-    names="${names}10.77.0.$number $ns
+  netns_run ip netns add "${netns_prefix}-br" || return 1
+  netns_run ip -n "${netns_prefix}-br" link add br0 type bridge || return 1
+  netns_run ip -n "${netns_prefix}-br" link set br0 up || return 1
+  netns_number=1
+  netns_names=""
+  for netns_host in "$@"; do
+    netns_ns=${netns_prefix}-$netns_host
+    netns_run ip netns add "$netns_ns" || return 1
+    netns_run ip -n "${netns_prefix}-br" link add "port$netns_number" type veth \
+      peer name eth0 netns "$netns_ns" || return 1
+    netns_run ip -n "${netns_prefix}-br" link set "port$netns_number" master br0 || return 1
+    netns_run ip -n "${netns_prefix}-br" link set "port$netns_number" up || return 1
+    netns_run ip -n "$netns_ns" link set lo up || return 1
+    netns_run ip -n "$netns_ns" addr add "10.77.0.$netns_number/24" dev eth0 || return 1
+    netns_run ip -n "$netns_ns" link set eth0 up || return 1
+    netns_names="${netns_names}10.77.0.$netns_number $netns_ns
 "
-    number=$((number + 1))
+    netns_number=$((netns_number + 1))
   done
   [ -d /etc/netns ] || netns_made_etc=yes
-  netns_run mkdir -p "/etc/netns/${prefix}_$1" || return 1
-  printf '127.0.0.1 localhost\n%s' "$names" >"/etc/netns/${prefix}_$1/hosts" || {
-    netns_error="cannot write /etc/netns/${prefix}_$1/hosts"
+  netns_run mkdir -p "/etc/netns/${netns_prefix}-$1" || return 1
+  printf '127.0.0.1 localhost\n%s' "$netns_names" >"/etc/netns/${netns_prefix}-$1/hosts" || {
+    netns_error="cannot write /etc/netns/${netns_prefix}-$1/hosts"
     return 1
   }
 }
 
 netns_hosts_down() {
-  prefix=$1
+  netns_prefix=$1
   shift
-  for ns in $(for host in "$@"; do echo "${prefix}_$host"; done) "${prefix}_br"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do
-      kill -9 "$pid" 2>/dev/null
+  for netns_ns in $(for netns_host in "$@"; do echo "${netns_prefix}-$netns_host"; done) \
+    "${netns_prefix}-br"; do
+    for netns_pid in $(ip netns pids "$netns_ns" 2>/dev/null); do
+      kill -9 "$netns_pid" 2>/dev/null
     done
-    ip netns del "$ns" 2>/dev/null
-    rm -rf "/etc/netns/$ns"
+    ip netns del "$netns_ns" 2>/dev/null
+    rm -rf "/etc/netns/$netns_ns"
   done
   if [ "$netns_made_etc" = yes ]; then rmdir /etc/netns 2>/dev/null; fi
   return 0

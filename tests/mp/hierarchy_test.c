@@ -22,25 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_rank = -1;
-
-#define CHECK(cond, ...)                                                     \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", g_rank,         \
-              __FILE__, __LINE__, #cond);                                    \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fprintf(stderr, "\n");                                                 \
-      exit(1);                                                               \
-    }                                                                        \
-  } while (0)
-
-#define OK(call)                                                             \
-  do {                                                                       \
-    int rc_ = (call);                                                        \
-    CHECK(rc_ == COLL_SUCCESS, "%s -> %s (%s)", #call, coll_strerror(rc_),   \
-          coll_comm_last_error(COLL_COMM_NULL));                             \
-  } while (0)
+#include "c_check.h"
 
 static int g_flat = 0;
 

@@ -19,25 +19,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-static int g_rank = -1;
-
-#define CHECK(cond, ...)                                                     \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", g_rank,         \
-              __FILE__, __LINE__, #cond);                                    \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fprintf(stderr, "\n");                                                 \
-      exit(1);                                                               \
-    }                                                                        \
-  } while (0)
-
-#define OK(call)                                                             \
-  do {                                                                       \
-    int rc_ = (call);                                                        \
-    CHECK(rc_ == COLL_SUCCESS, "%s -> %s (%s)", #call, coll_strerror(rc_),   \
-          coll_comm_last_error(COLL_COMM_NULL));                             \
-  } while (0)
+#include "c_check.h"
 
 static double now_s(void) {
   struct timespec t;

@@ -561,17 +561,42 @@ TEST_P(ArenaLimits, AFullArenaIsNoResourcesNamingTheKnob) {
 INSTANTIATE_TEST_SUITE_P(Transports, ArenaLimits, ::testing::Values(Kind::kShm, Kind::kHybrid),
                          [](const auto& info) { return std::string(kKindNames[int(info.param)]); });
 
+// This process (a forked rank) gets a mount namespace of its own with a
+// 2 MiB tmpfs on /dev/shm; false (and why, on stderr) where it may not
+// (root only).
+bool private_dev_shm_of_2_mib() {
+  if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=2m") != 0) {
+    std::fprintf(stderr, "no private /dev/shm: %s\n", std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+// Three quarters of the 2 MiB /dev/shm in one window, every page written:
+// what failed before left nothing behind.
+void fill_three_quarters(Transport& t) {
+  auto* w = static_cast<uint8_t*>(t.alloc_window(1536 << 10));
+  std::memset(w, 2, 1536 << 10);
+  t.free_window(w, 1536 << 10);
+}
+
+// The one rank's status: 0, or skipped where there is no private /dev/shm.
+// A macro's worth of gtest: GTEST_SKIP returns from the function it is in.
+#define EXPECT_PASSED_UNLESS_SKIPPED(statuses)                                              \
+  do {                                                                                        \
+    ASSERT_EQ((statuses).size(), 1u);                                                         \
+    if ((statuses)[0] == kSkipped) GTEST_SKIP() << "needs root (a private mount namespace)"; \
+    EXPECT_EQ((statuses)[0], 0);                                                              \
+  } while (0)
+
 // A /dev/shm too small for a window fails alloc_window with
 // COLL_ERR_NO_RESOURCES naming /dev/shm - never a SIGBUS later. One rank,
 // in its own mount namespace with a 2 MiB tmpfs on /dev/shm (root only:
 // skipped elsewhere).
 TEST(ShmWindows, AFullDevShmIsNoResourcesAtAllocNotASigbus) {
   const auto statuses = run_ranks(1, [](FileBootstrap& boot, const std::string&) {
-    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=2m") != 0) {
-      std::fprintf(stderr, "no private /dev/shm: %s\n", std::strerror(errno));
-      return kSkipped;
-    }
+    if (!private_dev_shm_of_2_mib()) return kSkipped;
     auto t = make(Kind::kShm, boot, options(size_t(1) << 30));  // far more than /dev/shm
     auto* fits = static_cast<uint8_t*>(t->alloc_window(1 << 20));
     std::memset(fits, 1, 1 << 20);
@@ -580,14 +605,10 @@ TEST(ShmWindows, AFullDevShmIsNoResourcesAtAllocNotASigbus) {
                 msg ? msg->c_str() : "");
     // The failed reservation left nothing behind: what was free still is.
     t->free_window(fits, 1 << 20);
-    auto* again = static_cast<uint8_t*>(t->alloc_window(1536 << 10));
-    std::memset(again, 2, 1536 << 10);
-    t->free_window(again, 1536 << 10);
+    fill_three_quarters(*t);
     return 0;
   });
-  ASSERT_EQ(statuses.size(), 1u);
-  if (statuses[0] == kSkipped) GTEST_SKIP() << "needs root (a private mount namespace)";
-  EXPECT_EQ(statuses[0], 0);
+  EXPECT_PASSED_UNLESS_SKIPPED(statuses);
 }
 
 // Committed by its writers: in a window allocated with only its first
@@ -638,11 +659,7 @@ TEST(ShmWindows, ALazyWindowIsCommittedByItsWritersRangeByRange) {
 // namespace with a 2 MiB /dev/shm), as above.
 TEST(ShmWindows, AFullDevShmIsEnomemAtCommitNotASigbus) {
   const auto statuses = run_ranks(1, [](FileBootstrap& boot, const std::string&) {
-    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=2m") != 0) {
-      std::fprintf(stderr, "no private /dev/shm: %s\n", std::strerror(errno));
-      return kSkipped;
-    }
+    if (!private_dev_shm_of_2_mib()) return kSkipped;
     auto t = make(Kind::kShm, boot, options(size_t(1) << 30));
     auto used_pages = [] {
       struct statvfs v {};
@@ -665,14 +682,10 @@ TEST(ShmWindows, AFullDevShmIsEnomemAtCommitNotASigbus) {
                 "4 MiB more into a 2 MiB /dev/shm: errno %d (%s)", errno, std::strerror(errno));
     CHILD_CHECK(t->dereg(mr) == 0, "dereg");
     t->free_window(w, kBytes);  // gives back what was committed, whoever did it
-    auto* again = static_cast<uint8_t*>(t->alloc_window(1536 << 10));
-    std::memset(again, 2, 1536 << 10);
-    t->free_window(again, 1536 << 10);
+    fill_three_quarters(*t);
     return 0;
   });
-  ASSERT_EQ(statuses.size(), 1u);
-  if (statuses[0] == kSkipped) GTEST_SKIP() << "needs root (a private mount namespace)";
-  EXPECT_EQ(statuses[0], 0);
+  EXPECT_PASSED_UNLESS_SKIPPED(statuses);
 }
 
 // tcp windows are anonymous memory: when mmap fails (here: 128 TiB, more

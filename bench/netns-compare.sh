@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# libcoll across hosts against Open MPI, on hosts made of network
+# namespaces of this machine (tests/hosts/netns-hosts.sh: eth0s on a
+# bridge, tcp between hosts, shared memory within): bench/compare.sh run
+# inside the first host with every contender spread over HOSTS hosts of
+# PER_HOST ranks, libcoll hierarchical (its default across hosts) and flat
+# (COLL_HIERARCHY=0) in alternate runs, each against Open MPI tuned and
+# coll/han with --mca btl tcp,self,vader. Prints, per collective and size,
+# the median latencies and libcoll / best peer for both forms (OSU's
+# average; in brackets the synchronized-start maximum). Root only.
+#
+#   bench/netns-compare.sh [--build DIR] [--hosts N] [--per-host K] [--repeats R]
+#                          [--sizes MIN:MAX] [--out DIR] [-- coll_bench_mpi options]
+#
+# Every host's ranks get their own UTS namespace named as the host (Open
+# MPI names its shared-memory files by host name) and COLL_HOST_ID (so
+# that libcoll sees the hosts too).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=build
+hosts=2
+per_host=2
+repeats=3
+sizes=4:4194304
+out=bench-results/netns
+extra=()
+usage() { sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+die() { echo "netns-compare.sh: $*" >&2; exit 1; }
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --hosts) hosts=$2; shift 2 ;;
+    --per-host) per_host=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; extra=("$@"); break ;;
+    *) usage >&2; die "unknown argument '$1'" ;;
+  esac
+done
+[[ $(id -u) == 0 ]] || die "needs root (network namespaces)"
+[[ $hosts =~ ^[2-9]$ ]] || die "--hosts: 2 to 9"
+[[ $per_host =~ ^[1-9][0-9]*$ ]] || die "--per-host: a positive integer"
+build=$(cd "$build" && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# shellcheck source=../tests/hosts/netns-hosts.sh
+. "$here/../tests/hosts/netns-hosts.sh"
+prefix=collbench$$
+names=()
+for ((h = 0; h < hosts; h++)); do names+=("$(printf "\\x$(printf %x $((97 + h)))")"); done
+work=$(mktemp -d)
+trap 'netns_hosts_down "$prefix" "${names[@]}"; rm -rf "$work"' EXIT
+netns_hosts_up "$prefix" "${names[@]}" || die "$netns_error"
+
+cat > "$work/agent.sh" <<'AGENT'
+#!/bin/sh
+host=$1
+shift
+exec ip netns exec "$host" unshare --uts /bin/sh -c \
+  "hostname $host; COLL_HOST_ID=$host; export COLL_HOST_ID; $*"
+AGENT
+chmod +x "$work/agent.sh"
+host_list=""
+for h in "${names[@]}"; do host_list+="${host_list:+,}$prefix-$h:$per_host"; done
+first=$prefix-${names[0]}
+launch="--host $host_list --mca plm_rsh_agent $work/agent.sh"
+launch+=" --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24"
+np=$((hosts * per_host))
+
+for ((repeat = 1; repeat <= repeats; repeat++)); do
+  for form in hierarchical flat; do
+    env=""
+    [[ $form == flat ]] && env=" -x COLL_HIERARCHY=0"
+    echo "netns-compare.sh: run $repeat/$repeats, $form, $hosts hosts x $per_host" >&2
+    mkdir -p "$out/$form"
+    ip netns exec "$first" unshare --uts /bin/sh -c 'hostname "$1"; shift; exec "$@"' sh "$first" \
+      env COLL_HOST_ID="$first" "$here/compare.sh" --build "$build" --np "$np" --repeats 1 \
+      --sizes "$sizes" --btl tcp,self,vader --mpirun-args "$launch$env" \
+      --out "$out/$form/run$repeat" -- "${extra[@]}" > "$out/$form/run$repeat.md" 2>&1 ||
+      die "compare.sh failed ($form, run $repeat): see $out/$form/run$repeat.md"
+  done
+done
+
+# Medians over the runs, per form and peer (compare.sh's summaries of one
+# run each, merged from their raw CSVs).
+for form in hierarchical flat; do
+  for peer in tuned han; do
+    awk -f "$here/median.awk" -f "$here/summarize.awk" "$out/$form"/run*/raw/"$peer"/*.csv |
+      { IFS= read -r header; echo "$header"; sort -t, -k1,1 -k2,2n -k3,3n; } \
+      > "$out/summary-$form-$peer.csv"
+  done
+done
+# Columns of a summary (compare.sh): 1 collective, 3 size, 5 libcoll avg,
+# 6 MPI avg, 13 libcoll sync max, 14 MPI sync max. Best peer: the lower
+# median of tuned and han at that size.
+awk -F, -v np="$np" -v hosts="$hosts" '
+  FNR == 1 { split(FILENAME, p, "summary-"); split(p[2], q, "[.]csv"); split(q[1], fp, "-")
+             form = fp[1]; peer = fp[2]; next }
+  {
+    key = $1 "," $3
+    if (!(key in seen)) { seen[key] = 1; order[++keys] = key }
+    lib[key "," form] = $5; libs[key "," form] = $13
+    if (!((key ",best") in mpi) || $6 < mpi[key ",best"]) { mpi[key ",best"] = $6; who[key] = peer }
+    if ($14 != "" && (!((key ",sbest") in mpi) || $14 < mpi[key ",sbest"])) mpi[key ",sbest"] = $14
+  }
+  END {
+    printf "np %d on %d namespace hosts (tcp between, shm within); medians of the runs\n\n", np, hosts
+    print "| collective | size (B) | hierarchical (us) | flat (us) | best Open MPI (us) | peer |" \
+          " hierarchical/best | flat/best | SyncMax hierarchical/best | SyncMax flat/best |"
+    print "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+    for (k = 1; k <= keys; k++) {
+      key = order[k]; split(key, f, ",")
+      b = mpi[key ",best"]; s = mpi[key ",sbest"]
+      size = f[1] == "barrier" ? "-" : f[2]
+      sh = s > 0 ? sprintf("%.2f", libs[key ",hierarchical"] / s) : "-"
+      sf = s > 0 ? sprintf("%.2f", libs[key ",flat"] / s) : "-"
+      printf "| %s | %s | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %s | %s |\n", f[1], size,
+             lib[key ",hierarchical"], lib[key ",flat"], b, who[key],
+             lib[key ",hierarchical"] / b, lib[key ",flat"] / b, sh, sf
+    }
+  }
+' "$out"/summary-hierarchical-tuned.csv "$out"/summary-hierarchical-han.csv \
+  "$out"/summary-flat-tuned.csv "$out"/summary-flat-han.csv | tee "$out/summary.md"
+echo "netns-compare.sh: wrote $out/summary.md, $out/summary-*.csv and the runs in $out/{hierarchical,flat}/" >&2
