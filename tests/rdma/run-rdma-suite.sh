@@ -21,6 +21,10 @@
 #   auto-rdma-two-hosts
 #                  ranks on two (pretended) hosts with no COLL_TRANSPORT set
 #                  choose rdma by themselves
+#   hierarchy-np4  two pretended hosts of 2 ranks over rdma: the
+#                  hierarchical collectives (tests/mp/hierarchy_test.c: every
+#                  result, the algorithm; sub-channels on verbs: lent pins,
+#                  scratch, flushes)
 #   regcache-np2   tests/regcache's regcache_mp over rdma: a 4 MiB buffer
 #                  reused registers once, the stale-address test (buffer
 #                  replaced at the same address: invalidation, right results)
@@ -57,6 +61,7 @@ TRANSPORT_TEST=$BUILD/tests/rdma/rdma_transport_test
 COLLRUN=$BUILD/libcoll/launcher/collrun
 MP_COLLECTIVES=$BUILD/tests/mp/mp_collectives
 MP_COMM_TEST=$BUILD/tests/mp/mp_comm_test
+MP_HIERARCHY_TEST=$BUILD/tests/mp/mp_hierarchy_test
 REGCACHE_MP=$BUILD/tests/regcache/regcache_mp
 MEMLOCK_MP=$BUILD/tests/regcache/memlock_mp
 STALE_EXPOSURE_TEST=$BUILD/tests/regcache/stale_exposure_test
@@ -68,6 +73,7 @@ GUEST=$OUT/guest-script.sh
 {
   printf 'TRANSPORT_TEST=%q\nCOLLRUN=%q\nMP_COLLECTIVES=%q\nMP_COMM_TEST=%q\nREGCACHE_MP=%q\nLOGS=%q\n' \
     "$TRANSPORT_TEST" "$COLLRUN" "$MP_COLLECTIVES" "$MP_COMM_TEST" "$REGCACHE_MP" "$OUT"
+  printf 'MP_HIERARCHY_TEST=%q\n' "$MP_HIERARCHY_TEST"
   printf 'STALE_EXPOSURE_TEST=%q\nREGCACHE_COST=%q\nREGCACHE_ITERS=%q\nMEMLOCK_MP=%q\nREGCACHE_COST_MAX=%q\n' \
     "$STALE_EXPOSURE_TEST" "$REGCACHE_COST" "${RDMA_SUITE_REGCACHE_ITERS:-100}" "$MEMLOCK_MP" \
     "${RDMA_SUITE_REGCACHE_COST_MAX:-0}"
@@ -132,6 +138,12 @@ if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
     [ $rc = 0 ] && [ "$(grep -c 'transport rdma on' "$LOGS/auto-rdma.out")" = 2 ]
   }
   step auto-rdma-two-hosts auto_rdma
+fi
+
+if [ -x "$COLLRUN" ] && [ -x "$MP_HIERARCHY_TEST" ]; then
+  step hierarchy-np4 timeout 600 "$COLLRUN" -np 4 --timeout 540 \
+    -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_SLOT_SIZE=4096 \
+    sh -c 'export COLL_HOST_ID=host$((COLL_RANK / 2)); exec "$0" "$@"' "$MP_HIERARCHY_TEST" 2 rdma
 fi
 
 if [ -x "$COLLRUN" ] && [ -x "$REGCACHE_MP" ]; then
