@@ -93,6 +93,14 @@ coll_resource_stats_t Communicator::resource_stats() const {
     for (unsigned char c : in_core) s.window_resident_bytes += (c & 1) ? page : 0;
   s.slots_committed_bytes = channel_->committed_bytes();
   s.slot_peers = uint32_t(channel_->committed_peers());
+  // Its per-host sub-communicators' windows are its memory too.
+  for (const Communicator* sub : {node_comm_.get(), leader_comm_.get()}) {
+    if (!sub) continue;
+    const coll_resource_stats_t t = sub->resource_stats();
+    s.window_bytes += t.window_bytes;
+    s.window_resident_bytes += t.window_resident_bytes;
+    s.slots_committed_bytes += t.slots_committed_bytes;
+  }
   s.connections = uint32_t(std::max(0, ctx_.transport().connections()));
   s.network_bytes = ctx_.transport().network_bytes();
   const RegcacheStats cache = ctx_.cache().stats();

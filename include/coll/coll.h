@@ -370,8 +370,10 @@ int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t *stats);
  * the ones its schedules send to this rank through (a ring: one peer;
  * recursive doubling or a tree: about log2 n), so that resident memory
  * grows with those peers, not with n (on rdma the window is pinned whole).
- * The connection and registration counts are the process's, shared by
- * every communicator. COLL_DEBUG=1 prints these at coll_finalize. */
+ * A communicator across hosts counts the windows of its per-host
+ * sub-communicators too (the hierarchical algorithms' channels). The
+ * connection and registration counts are the process's, shared by every
+ * communicator. COLL_DEBUG=1 prints these at coll_finalize. */
 typedef struct {
   uint64_t window_bytes;          /* the window's address range */
   uint64_t window_resident_bytes; /* of it, backed by memory now (mincore) */
