@@ -86,8 +86,25 @@ enum FrameType : uint32_t {
   kWriteFrame = 1,  // payload goes to remote_addr, checked against rkey
   kAbortFrame = 2,  // payload is text: the receiver of our frames refused
                     // one and has failed; we fail too, with its reason
+  kLinesFrame = 3,  // Transport::post_lines: payload is the 8-byte flag,
+                    // then the message (length - 8 bytes, at most
+                    // kMaxFrameLines lines' worth); the receiver writes line j
+                    // at remote_addr + 64 j (64-byte aligned, checked against
+                    // rkey over every line): bytes [56 j, 56 j + 56) of the
+                    // message after 8 bytes, then the flag into the first 8
+                    // with a release store. One frame instead of a data
+                    // frame and a flag frame: one sendmsg per small message.
 };
 inline constexpr uint64_t kMaxAbortText = 1024;
+inline constexpr size_t kLineBytes = 64;
+inline constexpr size_t kLinePayload = kLineBytes - 8;
+// Lines per frame; a longer line message goes as several frames. The
+// channel's line messages (WindowLayout::kMaxLineMessage) fit in one.
+inline constexpr size_t kMaxFrameLines = 4;
+// Lines a frame of `length` payload bytes (flag included) covers.
+inline constexpr size_t frame_lines(uint64_t length) {
+  return length <= 8 + kLinePayload ? 1 : size_t((length - 8 + kLinePayload - 1) / kLinePayload);
+}
 struct FrameHeader {
   uint32_t magic;
   uint32_t type;

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -899,6 +900,259 @@ void lost_peer_case(bool killed) {
 
 TEST(TcpTransport, APeerThatExitsIsLost) { lost_peer_case(false); }
 TEST(TcpTransport, APeerThatIsKilledIsLost) { lost_peer_case(true); }
+
+// ------------------------------------------------------------ line writes
+
+// A line message as the target must hold it: line j at 64 j is the flag,
+// then bytes [56 j, 56 j + 56) of the message (nothing else of the line
+// changes: the rest of a last line keeps what was there).
+bool holds_lines(const uint8_t* at, const uint8_t* message, size_t len, uint64_t flag,
+                 uint8_t untouched) {
+  const size_t lines = tcp_wire::frame_lines(8 + len);
+  for (size_t j = 0; j < lines; ++j) {
+    uint64_t got;
+    std::memcpy(&got, at + 64 * j, 8);
+    if (got != flag) return false;
+    for (size_t b = 0; b < tcp_wire::kLinePayload; ++b) {
+      const size_t i = 56 * j + b;
+      if (at[64 * j + 8 + b] != (i < len ? message[i] : untouched)) return false;
+    }
+  }
+  return true;
+}
+
+// Lengths of the line messages each rank sends: empty, within one line,
+// exactly one, two, the channel's largest (4 lines, one frame) and longer
+// ones that take several frames.
+const size_t kLineLengths[] = {0, 1, 8, 55, 56, 57, 112, 200, 224, 225, 500, 1000};
+constexpr int kLineMessages = int(sizeof kLineLengths / sizeof kLineLengths[0]);
+constexpr size_t kLineArea = 19 * 64;  // per message: room for the 18 lines of 1000 bytes
+
+// Every rank sends every line message to every peer and to itself; a
+// target that sees message k's last line checks all of messages 1..k
+// (frames apply in order). Then the refusals: a misaligned address is
+// refused at post, and a lines frame with a bad rkey fails the target.
+int line_writes_rank(Rank& rank) {
+  const int me = rank.boot.rank(), n = rank.boot.size();
+  auto t = make_tcp_transport(rank.boot, options());
+  CHILD_CHECK(t->line_writes(1 - me), "tcp writes lines");
+  const size_t area = kLineArea * kLineMessages;
+  GuardedBuffer buffer(area * size_t(n));
+  MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+  const auto remote = exchange_regions(rank.boot, mr);
+  Waiter wait{*t};
+  std::vector<uint8_t> source(1000);
+  auto flag_of = [](int k) { return (uint64_t(k + 1) << 32) | kLineLengths[k]; };
+  for (int k = 0; k < kLineMessages; ++k)
+    for (int peer = 0; peer < n; ++peer) {
+      for (size_t i = 0; i < kLineLengths[k]; ++i) source[i] = pattern(me, k, i);
+      const RemoteRegion& r = remote[size_t(peer)];
+      CHILD_CHECK(t->post_lines(peer, source.data(), kLineLengths[k], flag_of(k),
+                                r.addr + area * size_t(me) + kLineArea * size_t(k), r.rkey) == 0,
+                  "lines %d to %d: %s", k, peer, std::strerror(errno));
+      std::memset(source.data(), 0xEE, source.size());  // taken at post
+    }
+  std::vector<uint8_t> expect(1000);
+  for (int peer = 0; peer < n; ++peer) {
+    const uint8_t* from = buffer.data() + area * size_t(peer);
+    const int last = kLineMessages - 1;
+    const size_t last_line = tcp_wire::frame_lines(8 + kLineLengths[last]) - 1;
+    CHILD_CHECK(wait.until(
+                    [&] {
+                      return __atomic_load_n(reinterpret_cast<const uint64_t*>(
+                                                 from + kLineArea * last + 64 * last_line),
+                                             __ATOMIC_ACQUIRE) == flag_of(last);
+                    },
+                    peer),
+                "last line from %d: %s", peer, wait.thrown.c_str());
+    for (int k = 0; k < kLineMessages; ++k) {
+      for (size_t i = 0; i < kLineLengths[k]; ++i) expect[i] = pattern(peer, k, i);
+      CHILD_CHECK(holds_lines(from + kLineArea * size_t(k), expect.data(), kLineLengths[k],
+                              flag_of(k), GuardedBuffer::kFill),
+                  "line message %d (%zu bytes) from rank %d", k, kLineLengths[k], peer);
+    }
+  }
+  CHILD_CHECK(buffer.first_bad_canary() < 0, "canary %ld changed", buffer.first_bad_canary());
+  errno = 0;
+  CHILD_CHECK(t->post_lines(1 - me, source.data(), 8, 1, remote[size_t(1 - me)].addr + 8,
+                            remote[size_t(1 - me)].rkey) == -1 &&
+                  errno == EINVAL,
+              "misaligned lines: errno %d", errno);
+  rank.boot.barrier(kTimeout);
+  if (me == 0) {
+    CHILD_CHECK(t->post_lines(1, source.data(), 8, 1, remote[1].addr, remote[1].rkey + 1000) == 0,
+                "posts; the target refuses");
+  } else {
+    CHILD_CHECK(wait.fails_with(COLL_ERR_TRANSPORT, 0), "rank 1: %d/%d %s", wait.error_status,
+                wait.thrown_status, wait.thrown.c_str());
+    CHILD_CHECK(contains(wait.thrown, "names no registered region"), "message: %s",
+                wait.thrown.c_str());
+  }
+  return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+}
+
+TEST(TcpTransport, LineWritesLandAsLinesInOrderOnTwoRanks) {
+  expect_all_succeeded(run_ranks(2, line_writes_rank));
+}
+
+// A stream of coalesced frames of every kind, as an impostor rank 0 sends
+// it: per round, in one 512-byte area of rank 1's region,
+//   8-byte write at 0, lines (100 bytes) at 64, 40-byte write at 192,
+//   empty lines at 256, and the round's 8-byte mark at 320, last.
+// Round s is sent cut at byte s (a pause between the parts, so that the
+// target reads the first part alone), round 0 whole: every frame is split
+// at every byte boundary once, header and payload, and several frames
+// arrive in one read. The target must apply every round exactly.
+constexpr size_t kRoundArea = 512;
+
+std::string round_stream(uint64_t base, uint32_t rkey, int round) {
+  std::string s;
+  auto frame = [&](uint32_t type, uint64_t addr, const std::string& payload) {
+    const FrameHeader h{tcp_wire::kFrameMagic, type, rkey, 0, addr, payload.size()};
+    s.append(reinterpret_cast<const char*>(&h), sizeof h);
+    s += payload;
+  };
+  auto word = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+  auto bytes = [&](int block, size_t len) {
+    std::string b(len, 0);
+    for (size_t i = 0; i < len; ++i) b[i] = char(pattern(round, block, i));
+    return b;
+  };
+  frame(tcp_wire::kWriteFrame, base, word(0x1000u + uint64_t(round)));
+  frame(tcp_wire::kLinesFrame, base + 64, word((uint64_t(round + 1) << 32) | 100) + bytes(1, 100));
+  frame(tcp_wire::kWriteFrame, base + 192, bytes(2, 40));
+  frame(tcp_wire::kLinesFrame, base + 256, word(uint64_t(round + 1) << 32));
+  frame(tcp_wire::kWriteFrame, base + 320, word(uint64_t(round + 1)));
+  return s;
+}
+
+// The bytes of round `round` in the target's region must be exactly these.
+bool round_landed(const uint8_t* area, int round) {
+  uint64_t w;
+  std::memcpy(&w, area, 8);
+  if (w != 0x1000u + uint64_t(round)) return false;
+  std::vector<uint8_t> message(100);
+  for (size_t i = 0; i < 100; ++i) message[i] = pattern(round, 1, i);
+  if (!holds_lines(area + 64, message.data(), 100, (uint64_t(round + 1) << 32) | 100,
+                   GuardedBuffer::kFill))
+    return false;
+  for (size_t i = 0; i < 40; ++i)
+    if (area[192 + i] != pattern(round, 2, i)) return false;
+  if (!holds_lines(area + 256, nullptr, 0, uint64_t(round + 1) << 32, GuardedBuffer::kFill))
+    return false;
+  std::memcpy(&w, area + 320, 8);
+  if (w != uint64_t(round + 1)) return false;
+  // Nothing else of the area was written.
+  for (size_t i = 0; i < kRoundArea; ++i) {
+    const bool written = i < 8 || (i >= 64 && i < 192) || (i >= 192 && i < 232) ||
+                         (i >= 256 && i < 320) || (i >= 320 && i < 328);
+    if (!written && area[i] != GuardedBuffer::kFill) return false;
+  }
+  return true;
+}
+
+int stream_rounds() {
+  return int(round_stream(0, 0, 0).size());  // round 0 whole, then a cut at every byte
+}
+
+TEST(TcpTransport, CoalescedFramesSplitAtEveryByteApplyExactly) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    const int rounds = stream_rounds();
+    if (rank.boot.rank() == 0) {
+      Impostor imp(rank);
+      const tcp_wire::Address peer = imp.join();
+      int fd = Impostor::dial(peer);
+      CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
+                  std::strerror(errno));
+      const int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // the parts go apart
+      const auto remote = exchange_regions(rank.boot, nullptr);
+      for (int r = 0; r < rounds; ++r) {
+        const std::string s =
+            round_stream(remote[1].addr + kRoundArea * uint64_t(r), remote[1].rkey, r);
+        const size_t cut = size_t(r);
+        CHILD_CHECK(Impostor::send_all(fd, s.data(), cut), "round %d, first part", r);
+        if (cut > 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+        CHILD_CHECK(Impostor::send_all(fd, s.data() + cut, s.size() - cut), "round %d", r);
+      }
+      const bool ok = side_barrier(rank, "done", {0, 1});
+      close(fd);
+      return ok ? 0 : 1;
+    }
+    auto t = make_tcp_transport(rank.boot, options());
+    GuardedBuffer buffer(kRoundArea * size_t(rounds));
+    MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+    exchange_regions(rank.boot, mr);
+    Waiter wait{*t};
+    const auto* last_mark =
+        reinterpret_cast<const uint64_t*>(buffer.data() + kRoundArea * size_t(rounds - 1) + 320);
+    CHILD_CHECK(wait.until(
+                    [&] { return __atomic_load_n(last_mark, __ATOMIC_ACQUIRE) == uint64_t(rounds); },
+                    0),
+                "last round: %s", wait.thrown.c_str());
+    for (int r = 0; r < rounds; ++r)
+      CHILD_CHECK(round_landed(buffer.data() + kRoundArea * size_t(r), r), "round %d (cut at %d)",
+                  r, r);
+    CHILD_CHECK(buffer.first_bad_canary() < 0, "canary %ld changed", buffer.first_bad_canary());
+    CHILD_CHECK(wait.capture(0), "still healthy: %s", wait.thrown.c_str());
+    return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+  }));
+}
+
+// A lines frame that is not one - shorter than its flag, longer than a
+// frame's lines, or misaligned - is refused as malformed, and writes
+// nothing.
+enum class BadLines { kNoFlag, kTooLong, kMisaligned };
+const char* const kBadLinesNames[] = {"NoFlag", "TooLong", "Misaligned"};
+
+class MalformedLines : public ::testing::TestWithParam<BadLines> {};
+
+TEST_P(MalformedLines, AreRefusedAndWriteNothing) {
+  const BadLines bad = GetParam();
+  expect_all_succeeded(run_ranks(2, [bad](Rank& rank) {
+    if (rank.boot.rank() == 0) {
+      Impostor imp(rank);
+      const tcp_wire::Address peer = imp.join();
+      int fd = Impostor::dial(peer);
+      CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
+                  std::strerror(errno));
+      const auto remote = exchange_regions(rank.boot, nullptr);
+      std::vector<uint8_t> payload(8 + 5 * tcp_wire::kLinePayload, 0x77);
+      uint64_t addr = remote[1].addr, length = 8;
+      if (bad == BadLines::kNoFlag) length = 4;
+      if (bad == BadLines::kTooLong) length = payload.size();
+      if (bad == BadLines::kMisaligned) addr += 8;
+      CHILD_CHECK(Impostor::send_frame(fd, tcp_wire::kLinesFrame, remote[1].rkey, addr, length,
+                                       payload.data(), size_t(length)),
+                  "send");
+      const std::string text = Impostor::read_abort(fd);
+      CHILD_CHECK(contains(text, "malformed lines frame"), "the sender is told why: '%s'",
+                  text.c_str());
+      const bool ok = side_barrier(rank, "done", {0, 1});
+      close(fd);
+      return ok ? 0 : 1;
+    }
+    auto t = make_tcp_transport(rank.boot, options());
+    GuardedBuffer buffer(4096);
+    MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+    exchange_regions(rank.boot, mr);
+    Waiter wait{*t};
+    CHILD_CHECK(wait.fails_with(COLL_ERR_TRANSPORT, 0), "status %d/%d: %s", wait.error_status,
+                wait.thrown_status, wait.thrown.c_str());
+    CHILD_CHECK(contains(wait.thrown, "rank 0") && contains(wait.thrown, "malformed lines frame"),
+                "message: %s", wait.thrown.c_str());
+    CHILD_CHECK(buffer.first_written() < 0, "byte %ld written", buffer.first_written());
+    CHILD_CHECK(buffer.first_bad_canary() < 0, "canary %ld changed", buffer.first_bad_canary());
+    return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, MalformedLines,
+                         ::testing::Values(BadLines::kNoFlag, BadLines::kTooLong,
+                                           BadLines::kMisaligned),
+                         [](const auto& info) {
+                           return std::string(kBadLinesNames[int(info.param)]);
+                         });
 
 // ------------------------------------------------------------ shm+tcp
 
