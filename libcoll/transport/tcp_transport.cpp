@@ -1150,10 +1150,12 @@ class TcpTransport final : public Transport {
   // Empty when rkey names a live region of ours that covers the range.
   std::string refuse_write(uint32_t rkey, uint64_t remote_addr, uint64_t length) const {
     RegionGrant grant;
+    const RegionCheck check = check_region(regions_, rkey, remote_addr, length, &grant);
+    if (check == RegionCheck::kOk) return "";  // every frame: no formatting on this path
     const std::string write = strfmt("a write of %llu bytes to 0x%llx with rkey 0x%x",
                                      static_cast<unsigned long long>(length),
                                      static_cast<unsigned long long>(remote_addr), rkey);
-    switch (check_region(regions_, rkey, remote_addr, length, &grant)) {
+    switch (check) {
       case RegionCheck::kOk:
         return "";
       case RegionCheck::kUnknownRkey:
