@@ -995,6 +995,43 @@ TEST(TcpTransport, LineWritesLandAsLinesInOrderOnTwoRanks) {
   expect_all_succeeded(run_ranks(2, line_writes_rank));
 }
 
+// Data goes with MSG_MORE, the kernel holding it for the flag that
+// follows; a data write that no flag follows still lands (the next poll
+// pushes it), whatever its size.
+TEST(TcpTransport, DataWithNoFlagAfterItLands) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    const int me = rank.boot.rank(), peer = 1 - me;
+    auto t = make_tcp_transport(rank.boot, options());
+    const size_t sizes[] = {1, 100, 4096, 70000};
+    size_t total = 0;
+    for (size_t len : sizes) total += len;
+    GuardedBuffer buffer(total);
+    MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+    const auto remote = exchange_regions(rank.boot, mr);
+    Waiter wait{*t};
+    std::vector<uint8_t> source(70000);
+    size_t at = 0;
+    for (int k = 0; k < 4; ++k) {
+      for (size_t i = 0; i < sizes[k]; ++i) source[i] = pattern(me, k, i);
+      CHILD_CHECK(t->post_write(peer, 0, source.data(), sizes[k], nullptr, 0,
+                                remote[size_t(peer)].addr + at, remote[size_t(peer)].rkey) == 0,
+                  "write %d", k);
+      // The peer's whole write arrives without any write after it.
+      std::vector<uint8_t> expect(sizes[k]);
+      for (size_t i = 0; i < sizes[k]; ++i) expect[i] = pattern(peer, k, i);
+      CHILD_CHECK(wait.until(
+                      [&] {
+                        return std::memcmp(buffer.data() + at, expect.data(), sizes[k]) == 0;
+                      },
+                      peer),
+                  "write %d (%zu bytes) from the peer: %s", k, sizes[k], wait.thrown.c_str());
+      at += sizes[k];
+    }
+    rank.boot.barrier(kTimeout);
+    return 0;
+  }));
+}
+
 // A stream of coalesced frames of every kind, as an impostor rank 0 sends
 // it: per round, in one 512-byte area of rank 1's region,
 //   8-byte write at 0, lines (100 bytes) at 64, 40-byte write at 192,
