@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -207,10 +208,11 @@ class GuardedBuffer {
 // ------------------------------------------------------------ ordering
 
 // Sizes of the blocks each sender writes, in this order: the small ones
-// gathered whole, the ones staged, and ones large enough to be received
-// straight into the region and to fill the socket.
-const size_t kBlockSizes[] = {1,     7,     8,         63,       64, 65,      4096,
-                              16383, 16384, 65536 + 3, 1u << 20, 8,  3u << 20};
+// gathered whole, the ones staged, ones large enough to be received
+// straight into the region and to fill the socket, and after those (the
+// stream read in small pieces after a large write) staged ones again.
+const size_t kBlockSizes[] = {1,        7, 8,        63,  64,    65, 4096, 16383, 16384, 65536 + 3,
+                              1u << 20, 8, 3u << 20, 100, 20000, 5,  4097};
 constexpr int kBlocks = int(sizeof kBlockSizes / sizeof kBlockSizes[0]);
 
 size_t block_offset(int k) {
@@ -242,7 +244,7 @@ int ordered_writes_rank(Rank& rank) {
   auto* flags = reinterpret_cast<uint64_t*>(window);
   Waiter wait{*t};
 
-  std::vector<uint8_t> source(kBlockSizes[kBlocks - 1]);
+  std::vector<uint8_t> source(*std::max_element(std::begin(kBlockSizes), std::end(kBlockSizes)));
   for (int k = 0; k < kBlocks; ++k) {
     for (int peer = 0; peer < n; ++peer) {
       if (peer == me) continue;
