@@ -438,6 +438,19 @@ class Impostor {
  public:
   explicit Impostor(Rank& rank) : rank_(rank) {}
 
+  // join(), then a connection to rank 1 with the handshake made as rank
+  // 0's: the socket, or -1 (errno kept).
+  int join_and_greet() {
+    const int fd = dial(join());
+    if (fd >= 0 && !greet(fd, rank_.boot.secret())) {
+      const int err = errno;
+      close(fd);
+      errno = err;
+      return -1;
+    }
+    return fd;
+  }
+
   // The tcp setup exchange, as rank 0 runs it. Returns rank 1's address.
   tcp_wire::Address join() {
     tcp_wire::Address mine{};
@@ -566,10 +579,8 @@ class Impostor {
 
 int impostor_for_refused_write(Rank& rank, BadWrite bad) {
   Impostor imp(rank);
-  const tcp_wire::Address peer = imp.join();
-  int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
-              std::strerror(errno));
+  const int fd = imp.join_and_greet();
+  CHILD_CHECK(fd >= 0, "connect: %s", std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   rank.boot.barrier(kTimeout);
   uint64_t addr = remote[1].addr, length = uint64_t(1) << 62;
@@ -625,10 +636,8 @@ constexpr uint64_t kValidValue = 0x0123456789abcdefull;
 
 int inject(Rank& rank, Injection what) {
   Impostor imp(rank);
-  const tcp_wire::Address peer = imp.join();
-  int fd = Impostor::dial(peer);
-  CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
-              std::strerror(errno));
+  const int fd = imp.join_and_greet();
+  CHILD_CHECK(fd >= 0, "connect: %s", std::strerror(errno));
   const auto remote = exchange_regions(rank.boot, nullptr);
   const RemoteRegion target = remote[1];
   const uint64_t eight = 0xdeadbeefdeadbeefull;
@@ -1099,10 +1108,8 @@ TEST(TcpTransport, CoalescedFramesSplitAtEveryByteApplyExactly) {
     const int rounds = stream_rounds();
     if (rank.boot.rank() == 0) {
       Impostor imp(rank);
-      const tcp_wire::Address peer = imp.join();
-      int fd = Impostor::dial(peer);
-      CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
-                  std::strerror(errno));
+      const int fd = imp.join_and_greet();
+      CHILD_CHECK(fd >= 0, "connect: %s", std::strerror(errno));
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // the parts go apart
       const auto remote = exchange_regions(rank.boot, nullptr);
@@ -1151,10 +1158,8 @@ TEST_P(MalformedLines, AreRefusedAndWriteNothing) {
   expect_all_succeeded(run_ranks(2, [bad](Rank& rank) {
     if (rank.boot.rank() == 0) {
       Impostor imp(rank);
-      const tcp_wire::Address peer = imp.join();
-      int fd = Impostor::dial(peer);
-      CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "connect: %s",
-                  std::strerror(errno));
+      const int fd = imp.join_and_greet();
+      CHILD_CHECK(fd >= 0, "connect: %s", std::strerror(errno));
       const auto remote = exchange_regions(rank.boot, nullptr);
       std::vector<uint8_t> payload(8 + 5 * tcp_wire::kLinePayload, 0x77);
       uint64_t addr = remote[1].addr, length = 8;
