@@ -336,8 +336,7 @@ class TcpTransport final : public Transport {
   int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,
                  uint32_t rkey) override {
     if (peer < 0 || peer >= size_ || (len > 0 && src == nullptr) ||
-        remote_addr % tcp_wire::kLineBytes != 0 ||
-        (peer != rank_ && !peers_[size_t(peer)].reach)) {
+        remote_addr % tcp_wire::kLineBytes != 0 || (peer != rank_ && !peers_[size_t(peer)].reach)) {
       errno = EINVAL;
       return -1;
     }
@@ -347,8 +346,7 @@ class TcpTransport final : public Transport {
     do {
       if (failed_) return 0;  // accepted, never lands (see post_write)
       const size_t take = std::min(kPerFrame, len - at);
-      const uint64_t addr =
-          remote_addr + at / tcp_wire::kLinePayload * tcp_wire::kLineBytes;
+      const uint64_t addr = remote_addr + at / tcp_wire::kLinePayload * tcp_wire::kLineBytes;
       if (peer == rank_)
         lines_to_self(from + at, take, flag, addr, rkey);
       else
@@ -1177,8 +1175,7 @@ class TcpTransport final : public Transport {
       if (!still_registered(peer)) return;
       uint64_t flag;
       std::memcpy(&flag, rx.whole, sizeof flag);
-      apply_lines(reinterpret_cast<char*>(h.remote_addr), rx.whole + 8, size_t(h.length) - 8,
-                  flag);
+      apply_lines(reinterpret_cast<char*>(h.remote_addr), rx.whole + 8, size_t(h.length) - 8, flag);
     } else if (rx.sink == Sink::kText) {
       mark_failed(
           COLL_ERR_TRANSPORT, peer,
@@ -1236,10 +1233,11 @@ class TcpTransport final : public Transport {
   // remote_addr is well formed and its lines lie in a live region of rkey.
   std::string refuse_lines(uint32_t rkey, uint64_t remote_addr, uint64_t length) const {
     if (length < 8 || length > kWholeLines || remote_addr % tcp_wire::kLineBytes != 0)
-      return strfmt("a malformed lines frame (%llu bytes to 0x%llx: wants 8 to %zu bytes, "
-                    "64-byte aligned)",
-                    static_cast<unsigned long long>(length),
-                    static_cast<unsigned long long>(remote_addr), kWholeLines);
+      return strfmt(
+          "a malformed lines frame (%llu bytes to 0x%llx: wants 8 to %zu bytes, "
+          "64-byte aligned)",
+          static_cast<unsigned long long>(length), static_cast<unsigned long long>(remote_addr),
+          kWholeLines);
     return refuse_write(rkey, remote_addr, tcp_wire::frame_lines(length) * tcp_wire::kLineBytes);
   }
 
@@ -1300,8 +1298,8 @@ class TcpTransport final : public Transport {
   UniqueFd epoll_;
   std::vector<Peer> peers_;
   uint64_t network_bytes_ = 0;  // payload of write and lines frames sent (network_bytes)
-  int sole_reader_ = -1;  // the only peer being read, or -1 (none, or several: epoll)
-  int corked_peers_ = 0;  // peers whose last frame was sent with MSG_MORE
+  int sole_reader_ = -1;        // the only peer being read, or -1 (none, or several: epoll)
+  int corked_peers_ = 0;        // peers whose last frame was sent with MSG_MORE
   std::deque<Completion> completions_;
   bool failed_ = false;
   int failure_status_ = 0;

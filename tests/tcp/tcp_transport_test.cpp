@@ -211,8 +211,8 @@ class GuardedBuffer {
 // gathered whole, the ones staged, ones large enough to be received
 // straight into the region and to fill the socket, and after those (the
 // stream read in small pieces after a large write) staged ones again.
-const size_t kBlockSizes[] = {1,        7, 8,        63,  64,    65, 4096, 16383, 16384, 65536 + 3,
-                              1u << 20, 8, 3u << 20, 100, 20000, 5,  4097};
+const size_t kBlockSizes[] = {1,         7,        8, 63,       64,  65,    4096, 16383, 16384,
+                              65536 + 3, 1u << 20, 8, 3u << 20, 100, 20000, 5,    4097};
 constexpr int kBlocks = int(sizeof kBlockSizes / sizeof kBlockSizes[0]);
 
 size_t block_offset(int k) {
@@ -1030,12 +1030,10 @@ TEST(TcpTransport, DataWithNoFlagAfterItLands) {
       // The peer's whole write arrives without any write after it.
       std::vector<uint8_t> expect(sizes[k]);
       for (size_t i = 0; i < sizes[k]; ++i) expect[i] = pattern(peer, k, i);
-      CHILD_CHECK(wait.until(
-                      [&] {
-                        return std::memcmp(buffer.data() + at, expect.data(), sizes[k]) == 0;
-                      },
-                      peer),
-                  "write %d (%zu bytes) from the peer: %s", k, sizes[k], wait.thrown.c_str());
+      CHILD_CHECK(
+          wait.until([&] { return std::memcmp(buffer.data() + at, expect.data(), sizes[k]) == 0; },
+                     peer),
+          "write %d (%zu bytes) from the peer: %s", k, sizes[k], wait.thrown.c_str());
       at += sizes[k];
     }
     rank.boot.barrier(kTimeout);
@@ -1132,10 +1130,10 @@ TEST(TcpTransport, CoalescedFramesSplitAtEveryByteApplyExactly) {
     Waiter wait{*t};
     const auto* last_mark =
         reinterpret_cast<const uint64_t*>(buffer.data() + kRoundArea * size_t(rounds - 1) + 320);
-    CHILD_CHECK(wait.until(
-                    [&] { return __atomic_load_n(last_mark, __ATOMIC_ACQUIRE) == uint64_t(rounds); },
-                    0),
-                "last round: %s", wait.thrown.c_str());
+    CHILD_CHECK(
+        wait.until([&] { return __atomic_load_n(last_mark, __ATOMIC_ACQUIRE) == uint64_t(rounds); },
+                   0),
+        "last round: %s", wait.thrown.c_str());
     for (int r = 0; r < rounds; ++r)
       CHILD_CHECK(round_landed(buffer.data() + kRoundArea * size_t(r), r), "round %d (cut at %d)",
                   r, r);
