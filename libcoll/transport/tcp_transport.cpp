@@ -60,8 +60,8 @@
 //
 // Data and its flag. A write of other than 8 bytes is data, which its
 // reader learns of only from a flag - an 8-byte write - posted after it
-// (the contract's flags and credits are 8-byte writes). So data under
-// kCorkBelow goes with MSG_MORE: the kernel holds it, and the flag's
+// (the contract's flags and credits are 8-byte writes). So data goes with
+// MSG_MORE: the kernel holds the tail of its last segment, and the flag's
 // sendmsg, without it, sends both as one segment. On loopback that is
 // where the cost is: data + flag as two segments took 3.5-4.5 us, with
 // MSG_MORE 2.3-3.2 us, as one send 2.7-3.3 us (40 B to 16 KiB). Should no
@@ -146,12 +146,6 @@ constexpr size_t kLargeFrame = 64 * 1024;
 constexpr size_t kLargeRunStage = 4096;
 // recv calls per peer and progress pass: the other peers get their turn.
 constexpr int kReceivesPerPass = 16;
-// Data writes shorter than this go with MSG_MORE (see "Data and its flag").
-// One loopback segment's worth (MTU 64 KiB); larger writes are several
-// segments anyway, and corking them lost: with MSG_MORE on every data
-// write, bcast of 128 KiB - 4 MiB at np 2 took 2.5-4x as long (BBR, the
-// congestion control here).
-constexpr size_t kCorkBelow = 64 * 1024;
 // A connection has this long to say its hello once challenged (a real
 // rank answers at once: it is in its own setup loop).
 constexpr int kHelloWithinSeconds = 10;
@@ -320,7 +314,7 @@ class TcpTransport final : public Transport {
         write_to_self(local_addr, length, remote_addr, rkey);
       else
         send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, local_addr, length,
-                   length != 8 && length > 0 && length < kCorkBelow);
+                   length != 8 && length > 0);
       network_bytes_ += peer == rank_ ? 0 : length;
     }
     if (flags & kWriteSignaled)
