@@ -58,18 +58,6 @@
 // single connection the transport recvs straight away instead of asking
 // epoll first.
 //
-// Data and its flag. A write of other than 8 bytes is data, which its
-// reader learns of only from a flag - an 8-byte write - posted after it
-// (the contract's flags and credits are 8-byte writes). So data goes with
-// MSG_MORE: the kernel holds the tail of its last segment, and the flag's
-// sendmsg, without it, sends both as one segment. On loopback that is
-// where the cost is: data + flag as two segments took 3.5-4.5 us, with
-// MSG_MORE 2.3-3.2 us, as one send 2.7-3.3 us (40 B to 16 KiB). Should no
-// flag follow, the next poll() or check_peer() pushes the data (setting
-// TCP_NODELAY pushes what a socket holds); a rank that leaves the library
-// right after a data write, with no flag, leaves it to the kernel, which
-// sends corked data within 200 ms. Lines frames and 8-byte writes push.
-//
 // Sends. post_write hands the whole frame to the kernel before it returns
 // (so the source may change at once, and a signaled write is complete at
 // return). When the socket is full it waits for room - bounded by the
@@ -219,7 +207,6 @@ struct Peer {
   UniqueFd fd;
   bool reach = false;    // connected (this rank's other transport serves it otherwise)
   bool reading = false;  // registered in epoll; false once its stream is broken
-  bool corked = false;   // its last frame went with MSG_MORE: the kernel holds the tail
   Receiver rx;
 };
 
@@ -313,8 +300,7 @@ class TcpTransport final : public Transport {
       if (peer == rank_)
         write_to_self(local_addr, length, remote_addr, rkey);
       else
-        send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, local_addr, length,
-                   length != 8 && length > 0);
+        send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, local_addr, length);
       network_bytes_ += peer == rank_ ? 0 : length;
     }
     if (flags & kWriteSignaled)
@@ -344,7 +330,7 @@ class TcpTransport final : public Transport {
       if (peer == rank_)
         lines_to_self(from + at, take, flag, addr, rkey);
       else
-        send_frame(peer, tcp_wire::kLinesFrame, rkey, addr, &flag, from + at, take, false);
+        send_frame(peer, tcp_wire::kLinesFrame, rkey, addr, &flag, from + at, take);
       network_bytes_ += peer == rank_ ? 0 : sizeof flag + take;
       at += take;
     } while (at < len);
@@ -352,7 +338,6 @@ class TcpTransport final : public Transport {
   }
 
   int poll(Completion* out, int max) override {
-    push_corked();
     receive_progress();
     int n = 0;
     while (n < max && !completions_.empty()) {
@@ -374,7 +359,6 @@ class TcpTransport final : public Transport {
   void check_peer(int /*peer*/) override {
     // Any failure - a lost peer included - fails the whole transport, and
     // every waiter hears of it: its message names the peer and the cause.
-    push_corked();
     if (!failed_) receive_progress();
     if (failed_) throw Error(failure_status_, failure_message_);
   }
@@ -894,11 +878,9 @@ class TcpTransport final : public Transport {
   // --- sending -------------------------------------------------------
 
   // Hands header, flag (a lines frame's, else null) and payload to the
-  // kernel in one sendmsg (see "Sends" at the top). `more`: data whose
-  // flag comes next (see "Data and its flag" at the top), sent with
-  // MSG_MORE.
+  // kernel in one sendmsg (see "Sends" at the top).
   void send_frame(int peer, uint32_t type, uint32_t rkey, uint64_t remote_addr,
-                  const uint64_t* flag, const void* payload, size_t length, bool more) {
+                  const uint64_t* flag, const void* payload, size_t length) {
     const size_t flag_bytes = flag ? sizeof *flag : 0;
     const FrameHeader header{tcp_wire::kFrameMagic, type, rkey, 0, remote_addr,
                              flag_bytes + length};
@@ -911,9 +893,8 @@ class TcpTransport final : public Transport {
     Peer& p = peers_[size_t(peer)];
     Clock::time_point deadline{};
     bool waited = false;
-    const int send_flags = MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0);
     for (;;) {
-      ssize_t n = sendmsg(p.fd.get(), &msg, send_flags);
+      ssize_t n = sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n >= 0) {
         size_t done = size_t(n);
         while (msg.msg_iovlen > 0 && done >= msg.msg_iov[0].iov_len) {
@@ -921,11 +902,7 @@ class TcpTransport final : public Transport {
           ++msg.msg_iov;
           --msg.msg_iovlen;
         }
-        if (msg.msg_iovlen == 0) {
-          if (more != p.corked) corked_peers_ += more ? 1 : -1;
-          p.corked = more;
-          return;
-        }
+        if (msg.msg_iovlen == 0) return;
         msg.msg_iov[0].iov_base = static_cast<char*>(msg.msg_iov[0].iov_base) + done;
         msg.msg_iov[0].iov_len -= done;
         continue;
@@ -953,19 +930,6 @@ class TcpTransport final : public Transport {
       pollfd fds[2] = {{p.fd.get(), POLLOUT, 0}, {epoll_.get(), POLLIN, 0}};
       ::poll(fds, 2, 1);
     }
-  }
-
-  // Data sent with MSG_MORE that no frame has followed yet: pushed now
-  // (setting TCP_NODELAY pushes what the socket holds), so that it waits
-  // for nothing once this rank polls or checks a peer.
-  void push_corked() {
-    if (corked_peers_ == 0) return;
-    for (Peer& p : peers_) {
-      if (!p.corked) continue;
-      p.corked = false;
-      if (p.fd) set_int_option(p.fd.get(), IPPROTO_TCP, TCP_NODELAY, 1);
-    }
-    corked_peers_ = 0;
   }
 
   // A rank writing into its own memory: checked like any incoming write.
@@ -1293,7 +1257,6 @@ class TcpTransport final : public Transport {
   std::vector<Peer> peers_;
   uint64_t network_bytes_ = 0;  // payload of write and lines frames sent (network_bytes)
   int sole_reader_ = -1;        // the only peer being read, or -1 (none, or several: epoll)
-  int corked_peers_ = 0;        // peers whose last frame was sent with MSG_MORE
   std::deque<Completion> completions_;
   bool failed_ = false;
   int failure_status_ = 0;
