@@ -1006,9 +1006,10 @@ TEST(TcpTransport, LineWritesLandAsLinesInOrderOnTwoRanks) {
   expect_all_succeeded(run_ranks(2, line_writes_rank));
 }
 
-// Data goes with MSG_MORE, the kernel holding it for the flag that
-// follows; a data write that no flag follows still lands (the next poll
-// pushes it), whatever its size.
+// A data write that no flag follows still lands, whatever its size: a
+// transport that held data back for the flag it expects (MSG_MORE, tried
+// and dropped: a rank that returns to its application after a write would
+// leave it in the kernel for up to 200 ms) must push it.
 TEST(TcpTransport, DataWithNoFlagAfterItLands) {
   expect_all_succeeded(run_ranks(2, [](Rank& rank) {
     const int me = rank.boot.rank(), peer = 1 - me;
