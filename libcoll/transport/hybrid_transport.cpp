@@ -79,18 +79,18 @@ class HybridTransport final : public Transport {
     return path(peer).prepare_write(peer, remote_addr, length, rkey);
   }
 
-  // Line messages go over shared memory only: tcp applies a frame as its
-  // bytes arrive, so it cannot keep a line's flag behind its payload.
-  bool line_writes(int peer) const override {
-    return peer >= 0 && peer < size_ && same_host_[size_t(peer)];
-  }
+  // Line messages on both paths: tcp sends one as a frame of its own,
+  // gathered whole at the target, each line's flag stored after its
+  // payload (tcp_wire::kLinesFrame), so a small message across hosts is
+  // one frame instead of data and flag.
+  bool line_writes(int peer) const override { return peer >= 0 && peer < size_; }
   int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,
                  uint32_t rkey) override {
     if (!line_writes(peer)) {
       errno = EINVAL;
       return -1;
     }
-    return shm_.transport->post_lines(peer, src, len, flag, remote_addr, rkey);
+    return path(peer).post_lines(peer, src, len, flag, remote_addr, rkey);
   }
 
   int poll(Completion* out, int max) override {
