@@ -27,9 +27,9 @@ RegionCheck check_region(const RegionEntry* entries, uint32_t rkey, uint64_t rem
   const bool closed = e.closed.load(std::memory_order_relaxed) != 0;
   std::atomic_thread_fence(std::memory_order_acquire);
   if (e.rkey.load(std::memory_order_relaxed) != rkey) return RegionCheck::kUnknownRkey;
+  if (grant) *grant = g;
   if (remote_addr < g.addr || length > g.length || remote_addr - g.addr > g.length - length)
     return RegionCheck::kOutOfRange;
-  if (grant) *grant = g;
   return closed ? RegionCheck::kClosed : RegionCheck::kOk;
 }
 

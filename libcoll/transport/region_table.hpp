@@ -71,7 +71,8 @@ enum class RegionCheck { kOk, kUnknownRkey, kOutOfRange, kClosed };
 
 // The writer's check: does `rkey` name a live region of the table at
 // `entries` that covers [remote_addr, remote_addr + length)? Fills *grant
-// when it does. Never writes to the table.
+// when it does, and with the region it is outside of when the range is
+// out of it (kOutOfRange: for the message). Never writes to the table.
 RegionCheck check_region(const RegionEntry* entries, uint32_t rkey, uint64_t remote_addr,
                          uint64_t length, RegionGrant* grant);
 

@@ -591,6 +591,12 @@ int impostor_for_refused_write(Rank& rank, BadWrite bad) {
               "send");
   const std::string text = Impostor::read_abort(fd);
   CHILD_CHECK(contains(text, "outside its region"), "the sender is told why: '%s'", text.c_str());
+  // ... naming the region it missed, not an empty one.
+  const std::string region =
+      strfmt("%llu bytes at 0x%llx", static_cast<unsigned long long>(remote[1].length),
+             static_cast<unsigned long long>(remote[1].addr));
+  CHILD_CHECK(contains(text, region.c_str()), "the region '%s' is named: '%s'", region.c_str(),
+              text.c_str());
   const bool ok = side_barrier(rank, "done", {0, 1});
   close(fd);
   return ok ? 0 : 1;
