@@ -124,7 +124,6 @@ struct Hierarchy {
   // on that host's node channel.
   std::vector<int> host_of;
   std::vector<int> node_rank;
-  int hosts = 0;
 };
 
 // The channel of one communicator: its ranks are the communicator's, mapped

@@ -104,7 +104,7 @@ coll_resource_stats_t Communicator::resource_stats() const {
   s.connections = uint32_t(std::max(0, ctx_.transport().connections()));
   s.network_bytes = ctx_.transport().network_bytes();
   const RegcacheStats cache = ctx_.cache().stats();
-  s.registrations = cache.registrations - cache.deregistrations + ctx_.communicators();
+  s.registrations = cache.registrations - cache.deregistrations + ctx_.windows();
   return s;
 }
 
@@ -568,7 +568,6 @@ void Communicator::build_hierarchy() {
   hierarchy_.leaders = leader_comm_ ? &leader_comm_->channel() : nullptr;
   hierarchy_.host_of = std::move(host_of);
   hierarchy_.node_rank = std::move(node_rank);
-  hierarchy_.hosts = hosts;
   channel_->set_hierarchy(&hierarchy_);
   for (Coll c : {Coll::kAllreduce, Coll::kBcast, Coll::kReduce, Coll::kBarrier})
     hierarchical_[int(c)] = &find_algorithm(c, "hierarchical");

@@ -339,6 +339,12 @@ Communicator* Context::adopt(std::unique_ptr<Communicator> comm) {
   return comms_.back().get();
 }
 
+size_t Context::windows() const {
+  size_t n = world_ ? world_->windows() : 0;
+  for (const auto& c : comms_) n += c->windows();
+  return n;
+}
+
 bool Context::owns(const Communicator* comm) const {
   if (comm == world_.get()) return true;
   for (const auto& c : comms_)

@@ -69,8 +69,9 @@ class Context {
   // completed, the closing handshake runs, its window goes.
   void free(Communicator* comm);
   bool owns(const Communicator* comm) const;
-  // The world and every dup/split alive: each holds one registered window.
-  size_t communicators() const { return 1 + comms_.size(); }
+  // The registered windows of the world and every dup/split alive, their
+  // per-host sub-communicators' included.
+  size_t windows() const;
 
   // --- the progress engine -------------------------------------------------
   // Waits until op's activation is complete (advancing everything else

@@ -42,8 +42,8 @@ class HybridTransport final : public Transport {
   // check: a peer on the host copies into them, tcp applies into them.
   // Committed whole: the tcp half applies its peers' writes by copying
   // into the arena, and a copy into an uncommitted page of a full
-  // /dev/shm would be a SIGBUS in this process. The host's peers commit
-  // nothing then (prepare_write has nothing left to do).
+  // /dev/shm would be a SIGBUS in this process. So no writer has anything
+  // to commit later: prepare_write is the contract's no-op here.
   void* alloc_window(size_t bytes, size_t /*eager_bytes*/) override {
     return shm_.transport->alloc_window(bytes, bytes);
   }
@@ -69,14 +69,6 @@ class HybridTransport final : public Transport {
       return -1;
     }
     return path(peer).post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
-  }
-
-  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
-    if (peer < 0 || peer >= size_) {
-      errno = EINVAL;
-      return -1;
-    }
-    return path(peer).prepare_write(peer, remote_addr, length, rkey);
   }
 
   // Line messages on both paths: tcp sends one as a frame of its own,
