@@ -158,14 +158,19 @@ int main(int argc, char **argv) {
   const int hosts = (n + per_host - 1) / per_host;
   const int host = g_rank / per_host, leader = g_rank % per_host == 0;
   const int spans = !g_flat && hosts > 1 && hosts < n;
-  /* Before any collective the registrations are the windows: the world's,
-   * and where it spans hosts its host's sub-communicator's and, at a
-   * leader, the leaders'. */
+  /* The registrations are the windows (the world's, and where it spans
+   * hosts its host's sub-communicator's and, at a leader, the leaders')
+   * and the user buffers the registration cache holds (on rdma the
+   * sub-communicators' splits pinned their exchange buffers). */
   coll_resource_stats_t at_start;
+  coll_regcache_stats_t cache;
   OK(coll_comm_resource_stats(world, &at_start));
+  OK(coll_comm_regcache_stats(world, &cache));
   const uint64_t windows = 1 + (spans ? 1 + (uint64_t)leader : 0);
-  CHECK(at_start.registrations == windows, "%llu registrations, %llu windows",
-        (unsigned long long)at_start.registrations, (unsigned long long)windows);
+  CHECK(at_start.registrations == windows + cache.registrations - cache.deregistrations,
+        "%llu registrations: %llu windows and %llu cached buffers expected",
+        (unsigned long long)at_start.registrations, (unsigned long long)windows,
+        (unsigned long long)(cache.registrations - cache.deregistrations));
 
   run_all(world, spans);
   count_crossings(world, leader, "world (hosts' ranks consecutive)");
