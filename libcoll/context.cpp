@@ -184,9 +184,9 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
       [&t](MemoryRegion* mr) { return t.dereg(mr); }, max_pinned, config_.regcache,
       RegistrationCache::Validation::kAuto, std::move(monitor), config_.regcache_verify);
   // Exposures last one operation: a cached buffer refuses writes between
-  // the operations that use it (a no-op on RDMA).
-  if (!t.needs_local_registration())
-    cache_->set_writable_fn([&t](MemoryRegion* mr, bool writable) { t.set_writable(mr, writable); });
+  // the operations that use it (a no-op on RDMA; shm+rdma closes it to the
+  // peers on the host).
+  cache_->set_writable_fn([&t](MemoryRegion* mr, bool writable) { t.set_writable(mr, writable); });
   // Ranks that outnumber the cores of their host must not spin: the peer a
   // rank waits for may need its core (wait_policy.hpp).
   const bool oversubscribed = host_.local_ranks > host_.local_cpus;

@@ -1,5 +1,6 @@
-// shm+tcp: every peer pair uses the best path it has - shared memory
-// between ranks on one host, TCP between hosts - behind one Transport.
+// shm+tcp and shm+rdma: every peer pair uses the best path it has -
+// shared memory between ranks on one host, TCP or RDMA between hosts -
+// behind one Transport.
 #pragma once
 
 #include <memory>
@@ -14,5 +15,9 @@ namespace coll {
 // must pass the same list.
 std::unique_ptr<Transport> make_hybrid_transport(Bootstrap& boot, const TransportOptions& opts,
                                                  const std::vector<std::string>& hosts);
+// shm+rdma (shm_rdma_transport.cpp): needs an RDMA device on every host;
+// a build without RDMA throws COLL_ERR_INVALID_ARG.
+std::unique_ptr<Transport> make_shm_rdma_transport(Bootstrap& boot, const TransportOptions& opts,
+                                                   const std::vector<std::string>& hosts);
 
 }  // namespace coll

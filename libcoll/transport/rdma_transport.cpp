@@ -33,12 +33,14 @@
 //                            rxe1.
 //  COLL_RDMA_DEVICE=d[,e...] device name(s) (ibv_devices); rank r takes entry
 //                            r % count and the first IPv4 address of it.
-//  (neither)                 the first RDMA-capable IPv4 address: the first
-//                            interface (getifaddrs order, loopback skipped)
-//                            whose address rdma_bind_addr accepts. Every rank
-//                            on a host then shares one device: spreading ranks
-//                            over several HCAs is a topology choice (NUMA,
-//                            rails) for the launcher or the knobs above.
+//  (neither)                 the RDMA-capable IPv4 addresses (interfaces in
+//                            getifaddrs order, loopback skipped, whose address
+//                            rdma_bind_addr accepts): with one device, its
+//                            first address; with several, the device hwloc
+//                            places nearest the rank's CPUs (ties spread by
+//                            rank: rails), rdma_device_choice.hpp; where
+//                            hwloc places none (software devices such as
+//                            rxe), the first address.
 //  COLL_RDMA_SAFE_ORDERING=1 every write is signaled, and an 8-byte write (a
 //                            flag or credit) is posted only after all earlier
 //                            writes to that peer have completed. For devices
@@ -60,6 +62,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <sched.h>
 #include <rdma/rdma_verbs.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -82,6 +85,8 @@
 #include "error.hpp"
 #include "regcache.hpp"  // describe_memlock_limit
 #include "transport/anonymous_windows.hpp"
+#include "transport/rdma_device_choice.hpp"
+#include "transport/rdma_transport.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
@@ -194,6 +199,23 @@ std::string choose_local_address(int rank) {
          "present and its interface up with an address? `ibv_devices`, `rdma link`); set "
          "COLL_RDMA_ADDR to choose one, or use another transport (COLL_TRANSPORT)");
   }
+  // Several devices: the one nearest this rank's CPUs (hwloc), so that a
+  // rank on the second package does not cross the inter-socket link on
+  // every write; where hwloc places none of them, the first, as before.
+  std::vector<DeviceLocality> located;
+  for (const LocalAddress& a : capable) {
+    bool seen = false;
+    for (const DeviceLocality& d : located) seen = seen || d.device == a.device;
+    if (!seen) located.push_back({a.device, false, {}});
+  }
+  if (located.size() == 1) return capable.front().ip;
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return capable.front().ip;
+  locate_devices(&located);
+  const std::string& chosen = located[choose_nearest_device(located, mine, rank)].device;
+  for (const LocalAddress& a : capable)
+    if (a.device == chosen) return a.ip;
   return capable.front().ip;
 }
 
@@ -242,7 +264,10 @@ constexpr uint32_t kRequestedInline = 64;
 
 class RdmaTransport final : public Transport {
  public:
-  RdmaTransport(Bootstrap& boot, const TransportOptions& opts);
+  // reach: the peers to connect (empty: every rank); writes to the others
+  // fail with EINVAL and check_peer ignores them (shm+rdma's other half
+  // carries them).
+  RdmaTransport(Bootstrap& boot, const TransportOptions& opts, std::vector<bool> reach);
   ~RdmaTransport() override;
 
   const char* name() const override { return "rdma"; }
@@ -314,9 +339,11 @@ class RdmaTransport final : public Transport {
                     uint64_t remote_addr, uint32_t rkey);
   void poll_connection_events(int peer);
   void mark_failed(int status, int peer, std::string message);
+  bool reaches(int peer) const { return reach_.empty() || reach_[static_cast<size_t>(peer)]; }
 
   int rank_;
   int size_;
+  std::vector<bool> reach_;
   double timeout_s_;
   bool safe_ordering_;
   uint32_t sq_depth_;                       // lowered to what the device allows
@@ -343,9 +370,11 @@ class RdmaTransport final : public Transport {
   std::string failure_message_;
 };
 
-RdmaTransport::RdmaTransport(Bootstrap& boot, const TransportOptions& opts)
+RdmaTransport::RdmaTransport(Bootstrap& boot, const TransportOptions& opts,
+                             std::vector<bool> reach)
     : rank_(boot.rank()),
       size_(boot.size()),
+      reach_(std::move(reach)),
       timeout_s_(opts.timeout_s),
       safe_ordering_(env_flag("COLL_RDMA_SAFE_ORDERING")),
       sq_depth_(env_uint("COLL_RDMA_SQ_DEPTH", 256, 4, 32768)),
@@ -541,7 +570,7 @@ void RdmaTransport::accept_pending_requests() {
     }
     int from = hello.rank;
     if (hello.magic != kHelloMagic || hello.size != size_ || from < 0 || from >= rank_ ||
-        peers_[static_cast<size_t>(from)].state != State::kNone) {
+        !reaches(from) || peers_[static_cast<size_t>(from)].state != State::kNone) {
       // Not a rank of this job that should connect to us: refuse it.
       rdma_reject(id.get(), nullptr, 0);
       continue;
@@ -593,6 +622,7 @@ void RdmaTransport::connect_all(const std::vector<std::string>& blobs, Clock::ti
          blobs.size(), size_);
   }
   for (int peer = rank_ + 1; peer < size_; ++peer) {
+    if (!reaches(peer)) continue;
     std::istringstream fields(blobs[static_cast<size_t>(peer)]);
     std::string tag, ip, port;
     fields >> tag >> ip >> port;
@@ -608,7 +638,7 @@ void RdmaTransport::connect_all(const std::vector<std::string>& blobs, Clock::ti
     std::string waiting;
     bool accepts_missing = false;
     for (int peer = 0; peer < size_; ++peer) {
-      if (peer == rank_) continue;
+      if (peer == rank_ || !reaches(peer)) continue;
       const Peer& p = peers_[static_cast<size_t>(peer)];
       if (p.state == State::kEstablished) continue;
       waiting += (waiting.empty() ? "" : ", ") + std::to_string(peer);
@@ -727,6 +757,10 @@ int RdmaTransport::post_write(int peer, uint64_t context, const void* local_addr
     return write_to_self(context, local_addr, length, flags, remote_addr, rkey);
   }
   Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!reaches(peer)) {
+    errno = EINVAL;  // the other half's peer (shm+rdma): no queue pair here
+    return -1;
+  }
   if (p.lost) {
     errno = ENOTCONN;
     return -1;
@@ -889,7 +923,7 @@ void RdmaTransport::poll_connection_events(int peer) {
 }
 
 void RdmaTransport::check_peer(int peer) {
-  if (peer >= 0 && peer < size_ && peer != rank_) {
+  if (peer >= 0 && peer < size_ && peer != rank_ && reaches(peer)) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (!p.lost) poll_connection_events(peer);
     if (p.lost && !failed_) {
@@ -918,7 +952,14 @@ bool rdma_device_available() {
 }
 
 std::unique_ptr<Transport> make_rdma_transport(Bootstrap& boot, const TransportOptions& opts) {
-  return std::make_unique<RdmaTransport>(boot, opts);
+  return std::make_unique<RdmaTransport>(boot, opts, std::vector<bool>());
+}
+
+std::unique_ptr<Transport> make_rdma_transport_part(Bootstrap& boot, const TransportOptions& opts,
+                                                    const std::vector<bool>& reach) {
+  if (reach.size() != static_cast<size_t>(boot.size()))
+    fail(COLL_ERR_INTERNAL, "rdma part: %zu reach flags for %d ranks", reach.size(), boot.size());
+  return std::make_unique<RdmaTransport>(boot, opts, reach);
 }
 
 }  // namespace coll

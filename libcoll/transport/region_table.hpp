@@ -12,6 +12,14 @@
 //
 // An rkey is (generation << kRegionIndexBits) | index: a deregistered entry
 // that is reused gets a new generation, so a stale rkey never matches it.
+// shm+rdma tables the NIC's rkeys instead (add_with_key), so that one rkey
+// names a region to its peers on the host and across the network alike.
+// Such a key lives at its home entry (its low kRegionIndexBits bits, as a
+// generated key always does) or at most kRegionProbe - 1 entries past it:
+// a lookup looks at that many entries and never stops early, so removing
+// an entry (rkey 0) never hides another, and needs no tombstone. The NIC
+// never hands out a live rkey twice; a stale one matches nothing once its
+// entry is removed.
 //
 // A registered region can also be closed (set_open(mr, false)) without being
 // deregistered: writes into it are refused until it is opened again. The
@@ -37,6 +45,7 @@ namespace coll {
 
 inline constexpr uint32_t kRegionIndexBits = 10;
 inline constexpr uint32_t kMaxRegions = 1u << kRegionIndexBits;
+inline constexpr uint32_t kRegionProbe = 16;
 
 // How a peer on the same host reaches the region (tcp ignores it: the
 // target writes into its own memory).
@@ -108,6 +117,12 @@ class RegionTable {
 
   // Throws Error(COLL_ERR_NO_RESOURCES) when every entry is in use.
   MemoryRegion* add(void* addr, size_t length, RegionKind kind);
+  // The same under a key chosen elsewhere (the NIC's rkey of the same
+  // memory: shm+rdma), placed near its home entry (see above). Throws
+  // Error(COLL_ERR_NO_RESOURCES) when the entries near its home are all in
+  // use (the registration cache evicts and retries), COLL_ERR_INTERNAL for
+  // key 0 or a key that is already live.
+  MemoryRegion* add_with_key(void* addr, size_t length, RegionKind kind, uint32_t rkey);
   // 0, or -1 with errno EINVAL when mr is not one of ours. After it, the
   // rkey fails every check.
   int remove(MemoryRegion* mr);
@@ -116,6 +131,10 @@ class RegionTable {
   void set_open(MemoryRegion* mr, bool open);
 
  private:
+  MemoryRegion* fill(uint32_t idx, void* addr, size_t length, RegionKind kind, uint32_t rkey);
+  // The entry index of a handle of ours, or kMaxRegions.
+  uint32_t index_of_handle(const MemoryRegion* mr) const;
+
   RegionEntry* entries_;
   const char* transport_name_;
   std::vector<std::unique_ptr<MemoryRegion>> handles_;  // by entry index

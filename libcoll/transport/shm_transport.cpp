@@ -312,13 +312,11 @@ class ShmTransport final : public Transport {
   size_t default_zcopy_threshold() const override { return size_t(16) << 20; }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
-    // Peers copy through their mapping into what lies in our arena; the
-    // header (the region table) is never theirs to write.
-    auto a = reinterpret_cast<uintptr_t>(addr);
-    auto arena = reinterpret_cast<uintptr_t>(own_.data()) + arena_offset_;
-    const size_t arena_bytes = own_.size() - arena_offset_;
-    bool inside = a >= arena && length <= arena_bytes && a - arena <= arena_bytes - length;
-    return table_->add(addr, length, inside ? kRegionInSegment : kRegionProcessMemory);
+    return table_->add(addr, length, kind_of(addr, length));
+  }
+  // shm+rdma: the same, under the NIC's rkey for this memory.
+  MemoryRegion* reg_write_with_key(void* addr, size_t length, uint32_t rkey) {
+    return table_->add_with_key(addr, length, kind_of(addr, length), rkey);
   }
 
   int dereg(MemoryRegion* mr) override { return table_->remove(mr); }
@@ -444,6 +442,16 @@ class ShmTransport final : public Transport {
     RegionGrant region;
     char* at = nullptr;  // through our mapping, for a region in the segment
   };
+  // Peers copy through their mapping into what lies in our arena; the
+  // header (the region table) is never theirs to write.
+  RegionKind kind_of(void* addr, size_t length) const {
+    auto a = reinterpret_cast<uintptr_t>(addr);
+    auto arena = reinterpret_cast<uintptr_t>(own_.data()) + arena_offset_;
+    const size_t arena_bytes = own_.size() - arena_offset_;
+    bool inside = a >= arena && length <= arena_bytes && a - arena <= arena_bytes - length;
+    return inside ? kRegionInSegment : kRegionProcessMemory;
+  }
+
   bool find_target(int peer, uint64_t remote_addr, size_t length, uint32_t rkey, Target* t) {
     if (peer < 0 || peer >= size_ || !peers_[peer].data()) {
       errno = EINVAL;
@@ -656,6 +664,10 @@ ShmPart make_shm_transport_part(Bootstrap& boot, const TransportOptions& opts,
   auto shm = std::make_unique<ShmTransport>(boot, opts, same_host);
   ShmPart part;
   part.regions = shm->region_entries();
+  ShmTransport* raw = shm.get();
+  part.reg_write_with_key = [raw](void* addr, size_t length, uint32_t rkey) {
+    return raw->reg_write_with_key(addr, length, rkey);
+  };
   part.transport = std::move(shm);
   return part;
 }

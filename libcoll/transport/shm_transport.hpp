@@ -1,8 +1,11 @@
-// The shared-memory backend as one half of the shm+tcp transport
-// (hybrid_transport.cpp). make_shm_transport (transport.hpp) is the whole
-// backend, for jobs on one host.
+// The shared-memory backend as one half of the shm+tcp and shm+rdma
+// transports (hybrid_transport.cpp, shm_rdma_transport.cpp).
+// make_shm_transport (transport.hpp) is the whole backend, for jobs on one
+// host.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -17,6 +20,11 @@ struct ShmPart {
   // The tcp half checks incoming writes against it, so that one reg_write
   // gives one rkey for every peer.
   const RegionEntry* regions = nullptr;
+  // reg_write under a key chosen by the caller (shm+rdma: the NIC's rkey
+  // for the same memory, so that one rkey serves both paths): see
+  // RegionTable::add_with_key. Valid while transport lives; dereg and
+  // set_writable of the transport take what it returns.
+  std::function<MemoryRegion*(void* addr, size_t length, uint32_t rkey)> reg_write_with_key;
 };
 
 // Maps only the segments of the ranks marked in same_host (and our own);

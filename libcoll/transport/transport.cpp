@@ -27,6 +27,13 @@ std::unique_ptr<Transport> make_rdma_transport(Bootstrap&, const TransportOption
        "COLL_TRANSPORT=rdma: this libcoll was built without RDMA support "
        "(install libibverbs-dev and librdmacm-dev, then rebuild)");
 }
+
+std::unique_ptr<Transport> make_shm_rdma_transport(Bootstrap&, const TransportOptions&,
+                                                   const std::vector<std::string>&) {
+  fail(COLL_ERR_INVALID_ARG,
+       "COLL_TRANSPORT=shm+rdma: this libcoll was built without RDMA support "
+       "(install libibverbs-dev and librdmacm-dev, then rebuild)");
+}
 #endif
 
 std::unique_ptr<Transport> make_transport(const std::string& name, Bootstrap& boot,
@@ -36,6 +43,7 @@ std::unique_ptr<Transport> make_transport(const std::string& name, Bootstrap& bo
   if (name == "rdma") return make_rdma_transport(boot, opts);
   // Every pair over TCP, also on one host (that is how CI tests tcp).
   if (name == "tcp") return make_tcp_transport(boot, opts);
+  if (name == "shm+rdma") return make_shm_rdma_transport(boot, opts, hosts);
   if (name.empty() || name == "auto" || name == "shm+tcp") {
     // Each peer pair uses the best path it has: shared memory on one host;
     // between hosts RDMA when every rank has a device, else TCP.
@@ -45,17 +53,16 @@ std::unique_ptr<Transport> make_transport(const std::string& name, Bootstrap& bo
     if (one_host && name != "shm+tcp") return make_shm_transport(boot, opts);
     if (name != "shm+tcp") {
       // Every rank sees the same host list, so all take this branch together.
-      // RDMA then carries every pair, also those on one host: one rkey space
-      // for shm and verbs is future work (a hybrid like shm+tcp).
       const auto devices = boot.allgather(rdma_device_available() ? "1" : "0", opts.timeout_s);
       bool everywhere = true;
       for (const std::string& d : devices) everywhere = everywhere && d == "1";
-      if (everywhere) return make_rdma_transport(boot, opts);
+      if (everywhere) return make_shm_rdma_transport(boot, opts, hosts);
     }
     return make_hybrid_transport(boot, opts, hosts);
   }
   fail(COLL_ERR_INVALID_ARG,
-       "COLL_TRANSPORT=%s: unknown transport (valid: auto, shm, tcp, shm+tcp, rdma)", name.c_str());
+       "COLL_TRANSPORT=%s: unknown transport (valid: auto, shm, tcp, shm+tcp, rdma, "
+       "shm+rdma)", name.c_str());
 }
 
 }  // namespace coll

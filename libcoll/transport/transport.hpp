@@ -230,9 +230,10 @@ std::unique_ptr<Transport> make_rdma_transport(Bootstrap& boot,
 // COLL_RDMA_ADDR names one); false in a build without RDMA.
 bool rdma_device_available();
 
-// By name ("shm", "tcp", "shm+tcp", "rdma"), or the best available for
-// "" / "auto": shm on one host; across hosts rdma when every rank has a
-// device, else shm within a host and tcp between hosts. hosts[r]: rank r's
+// By name ("shm", "tcp", "shm+tcp", "rdma", "shm+rdma"), or the best
+// available for "" / "auto": shm on one host; across hosts shm within a host
+// and, between hosts, rdma when every rank has a device (shm+rdma), else tcp
+// (shm+tcp). hosts[r]: rank r's
 // host_identity() (gather_host_map).
 std::unique_ptr<Transport> make_transport(const std::string& name,
                                           Bootstrap& boot,

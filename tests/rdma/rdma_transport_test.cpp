@@ -29,6 +29,7 @@
 #include "error.hpp"
 #include "file_bootstrap.hpp"
 #include "forked_ranks.hpp"
+#include "transport/hybrid_transport.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
@@ -405,6 +406,124 @@ TEST_F(RdmaTransportTest, WriteAfterDeregFailsAndNeverLands) {
         CHILD_CHECK(buffer[i] == 0xab, "byte %zu changed to %x after dereg", i, buffer[i]);
       }
     }
+    return 0;
+  }));
+}
+
+// ---------------------------------------------------------------- shm+rdma
+
+// One rkey serves both paths: ranks 0 and 1 on one (pretended) host, rank 2
+// on another. Rank 0 registers a window and a user buffer once; rank 1
+// writes into both through shared memory (a copy, and process_vm_writev),
+// rank 2 through the NIC, each with the rkeys rank 0 traded, and only rank
+// 2's bytes count as network traffic. A closed region refuses rank 1
+// (ESTALE) and a deregistered one refuses both: rank 1 at post (EACCES),
+// rank 2 by an error completion; neither write lands.
+TEST_F(RdmaTransportTest, ShmRdmaOneRkeyServesTheHostAndTheNetwork) {
+  expect_all_succeeded(run_ranks(3, [](FileBootstrap& boot) {
+    TransportOptions options;
+    options.timeout_s = kSetupTimeout;
+    const std::vector<std::string> hosts{"host-a", "host-a", "host-b"};
+    std::unique_ptr<Transport> transport = make_shm_rdma_transport(boot, options, hosts);
+    const int me = boot.rank();
+    CHILD_CHECK(std::strcmp(transport->name(), "shm+rdma") == 0, "name %s", transport->name());
+    CHILD_CHECK(transport->needs_local_registration(), "the rdma half needs registered sources");
+    // Rank 0: a segment mapped (rank 1) and a queue pair (rank 2).
+    if (me == 0)
+      CHILD_CHECK(transport->connections() == 2, "%d connections", transport->connections());
+    for (int peer = 0; peer < 3; ++peer)
+      CHILD_CHECK(transport->line_writes(peer) == ((peer < 2) == (me < 2)),
+                  "line messages to rank %d: on the host only", peer);
+    constexpr size_t kWindow = 8192, kBuffer = 5000;
+    auto* window = static_cast<uint8_t*>(transport->alloc_window(kWindow));
+    std::vector<uint8_t> buffer(kBuffer, 0);
+    MemoryRegion* window_mr = transport->reg_write(window, kWindow);
+    MemoryRegion* buffer_mr = transport->reg_write(buffer.data(), buffer.size());
+    std::vector<RemoteRegion> windows = exchange_regions(boot, window_mr, kSetupTimeout);
+    std::vector<RemoteRegion> buffers = exchange_regions(boot, buffer_mr, kSetupTimeout);
+    std::vector<uint8_t> source(kBuffer);
+    for (size_t i = 0; i < source.size(); ++i) source[i] = pattern(me, 1, i);
+    MemoryRegion* source_mr = transport->reg_write(source.data(), source.size());
+    Driver driver(*transport);
+    const RemoteRegion& w0 = windows[0];
+    const RemoteRegion& b0 = buffers[0];
+    // Each writer: 777 bytes at offset 1024 * me of the window, then a
+    // flag; its whole source into its half of the buffer.
+    auto write_both = [&](uint64_t context) {
+      const uint64_t at = 1024 * static_cast<uint64_t>(me);
+      const size_t half = kBuffer / 2;
+      if (transport->post_write(0, context, source.data(), 777, source_mr, kWriteSignaled,
+                                w0.addr + at, w0.rkey) != 0)
+        return false;
+      if (transport->post_write(0, context + 1, source.data(), half, source_mr, kWriteSignaled,
+                                b0.addr + half * static_cast<uint64_t>(me - 1), b0.rkey) != 0)
+        return false;
+      const uint64_t flag = 1;
+      return transport->post_write(0, 0, &flag, 8, nullptr, 0, w0.addr + 4096 + 8 * me,
+                                   w0.rkey) == 0;
+    };
+    if (me > 0) {
+      CHILD_CHECK(write_both(10), "writes from rank %d: %s", me, std::strerror(errno));
+      CHILD_CHECK(driver.wait_completion(10) && driver.wait_completion(11), "completions");
+      const uint64_t crossed = transport->network_bytes();
+      if (me == 1) CHILD_CHECK(crossed == 0, "rank 1 sent %llu bytes over the network",
+                               static_cast<unsigned long long>(crossed));
+      if (me == 2) CHILD_CHECK(crossed == 777 + kBuffer / 2 + 8, "rank 2 sent %llu bytes",
+                               static_cast<unsigned long long>(crossed));
+    } else {
+      auto* flags = reinterpret_cast<uint64_t*>(window + 4096);
+      for (int peer = 1; peer <= 2; ++peer) {
+        CHILD_CHECK(driver.wait_word(&flags[peer], 1, peer), "flag of rank %d", peer);
+        for (size_t i = 0; i < 777; ++i)
+          CHILD_CHECK(window[1024 * peer + i] == pattern(peer, 1, i), "window byte %zu of rank %d",
+                      i, peer);
+        for (size_t i = 0; i < kBuffer / 2; ++i)
+          CHILD_CHECK(buffer[kBuffer / 2 * size_t(peer - 1) + i] == pattern(peer, 1, i),
+                      "buffer byte %zu of rank %d", i, peer);
+      }
+      std::memset(window, 0, kWindow);
+      std::fill(buffer.begin(), buffer.end(), 0);
+      transport->set_writable(buffer_mr, false);
+    }
+    boot.barrier(kSetupTimeout);  // rank 0's buffer is closed
+    if (me == 1) {
+      CHILD_CHECK(transport->post_write(0, 20, source.data(), 100, source_mr, 0, b0.addr,
+                                        b0.rkey) == -1 && errno == ESTALE,
+                  "a write into a closed region must be refused with ESTALE: %s",
+                  std::strerror(errno));
+    }
+    boot.barrier(kSetupTimeout);
+    if (me == 0) {
+      CHILD_CHECK(transport->dereg(buffer_mr) == 0, "dereg: %s", std::strerror(errno));
+      CHILD_CHECK(transport->dereg(buffer_mr) == -1 && errno == EINVAL, "a second dereg must fail");
+    }
+    boot.barrier(kSetupTimeout);  // rank 0's buffer is deregistered
+    if (me == 1) {
+      CHILD_CHECK(transport->post_write(0, 30, source.data(), 100, source_mr, 0, b0.addr,
+                                        b0.rkey) == -1 && errno == EACCES,
+                  "a stale rkey must be refused on the host: %s", std::strerror(errno));
+    }
+    if (me == 2) {
+      CHILD_CHECK(transport->post_write(0, 31, source.data(), 100, source_mr, kWriteSignaled,
+                                        b0.addr, b0.rkey) == 0,
+                  "post: %s", std::strerror(errno));
+      Completion completion{};
+      auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
+      int n = 0;
+      while ((n = transport->poll(&completion, 1)) == 0 && Clock::now() < deadline) {
+      }
+      CHILD_CHECK(n == 1 && completion.status == COLL_ERR_TRANSPORT,
+                  "a stale rkey across hosts must fail its completion (n %d, status %d)", n,
+                  completion.status);
+    }
+    boot.barrier(kSetupTimeout);  // the refused writes are over
+    if (me == 0) {
+      for (size_t i = 0; i < kBuffer; ++i)
+        CHILD_CHECK(buffer[i] == 0, "byte %zu of a closed or deregistered buffer was written", i);
+    }
+    CHILD_CHECK(transport->dereg(source_mr) == 0, "dereg source");
+    CHILD_CHECK(transport->dereg(window_mr) == 0, "dereg window");
+    transport->free_window(window, kWindow);
     return 0;
   }));
 }

@@ -19,12 +19,17 @@
 #                  reduce_scatter_gather, binomial gather/scatter,
 #                  recursive_doubling scan), COLL_SLOT_SIZE=4096
 #   auto-rdma-two-hosts
-#                  ranks on two (pretended) hosts with no COLL_TRANSPORT set
-#                  choose rdma by themselves
-#   hierarchy-np4  two pretended hosts of 2 ranks over rdma: the
+#                  3 ranks on two (pretended) hosts with no COLL_TRANSPORT
+#                  set choose shm+rdma by themselves (shared memory within a
+#                  host, rdma across), and the collective suite is exact
+#   hierarchy-np4  two pretended hosts of 2 ranks, shm+rdma: the
 #                  hierarchical collectives (tests/mp/hierarchy_test.c: every
-#                  result, the algorithm; sub-channels on verbs: lent pins,
-#                  scratch, flushes)
+#                  result, the algorithm, and that only the hosts' leaders
+#                  write over RDMA: shm within, rdma across)
+#   hierarchy-rdma-np4
+#                  the same with COLL_TRANSPORT=rdma (every pair over verbs:
+#                  sub-channels on verbs, lent pins, scratch, flushes);
+#                  results and algorithm only
 #   regcache-np2   tests/regcache's regcache_mp over rdma: a 4 MiB buffer
 #                  reused registers once, the stale-address test (buffer
 #                  replaced at the same address: invalidation, right results)
@@ -128,20 +133,25 @@ if [ -x "$COLLRUN" ] && [ -x "$MP_COMM_TEST" ]; then
 fi
 
 if [ -x "$COLLRUN" ] && [ -x "$MP_COLLECTIVES" ]; then
-  # Two "hosts" (COLL_HOST_ID), a device on each, no COLL_TRANSPORT: the
-  # automatic choice must be rdma.
+  # Two "hosts" (COLL_HOST_ID: ranks 0 and 1 on one, rank 2 on the other),
+  # a device on each, no COLL_TRANSPORT: the automatic choice must be
+  # shm+rdma, and every collective exact over both paths at once.
   auto_rdma() {
-    "$COLLRUN" -np 2 --timeout 300 -x COLL_DEBUG=1 -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 \
-      sh -c 'export COLL_HOST_ID=host$COLL_RANK; exec "$0" "$@"' "$MP_COLLECTIVES" \
+    "$COLLRUN" -np 3 --timeout 300 -x COLL_DEBUG=1 -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 \
+      -x COLL_SLOT_SIZE=4096 \
+      sh -c 'export COLL_HOST_ID=host$((COLL_RANK / 2)); exec "$0" "$@"' "$MP_COLLECTIVES" \
       --gtest_filter='-*Large*' > "$LOGS/auto-rdma.out" 2>&1; local rc=$?
     cat "$LOGS/auto-rdma.out"
-    [ $rc = 0 ] && [ "$(grep -c 'transport rdma on' "$LOGS/auto-rdma.out")" = 2 ]
+    [ $rc = 0 ] && [ "$(grep -c 'transport shm+rdma on' "$LOGS/auto-rdma.out")" = 3 ]
   }
   step auto-rdma-two-hosts auto_rdma
 fi
 
 if [ -x "$COLLRUN" ] && [ -x "$MP_HIERARCHY_TEST" ]; then
   step hierarchy-np4 timeout 600 "$COLLRUN" -np 4 --timeout 540 \
+    -x COLL_TRANSPORT=shm+rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_SLOT_SIZE=4096 \
+    sh -c 'export COLL_HOST_ID=host$((COLL_RANK / 2)); exec "$0" "$@"' "$MP_HIERARCHY_TEST" 2
+  step hierarchy-rdma-np4 timeout 600 "$COLLRUN" -np 4 --timeout 540 \
     -x COLL_TRANSPORT=rdma -x COLL_RDMA_ADDR=$RXE_IP0,$RXE_IP1 -x COLL_SLOT_SIZE=4096 \
     sh -c 'export COLL_HOST_ID=host$((COLL_RANK / 2)); exec "$0" "$@"' "$MP_HIERARCHY_TEST" 2 rdma
 fi

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "error.hpp"
 
@@ -94,6 +95,67 @@ TEST_F(RegionTableTest, AFullTableIsAnErrorNotACorruption) {
     EXPECT_EQ(e.status(), COLL_ERR_NO_RESOURCES);
   }
   for (uint32_t k : rkeys) EXPECT_TRUE(region_alive(table.entries(), k));
+}
+
+// shm+rdma tables the NIC's rkeys (add_with_key): keys whose homes collide
+// sit next to each other and are all found; removing the first hides none
+// of the others; a stale key matches nothing; a key is tabled once.
+TEST_F(RegionTableTest, KeysChosenElsewhereAreFoundNearTheirHome) {
+  // Same low 10 bits (home 0x2a), different NIC indices.
+  const uint32_t keys[] = {0x1002a, 0x2002a, 0x3002a, 0x4002a};
+  std::vector<MemoryRegion*> mrs;
+  for (size_t i = 0; i < 4; ++i)
+    mrs.push_back(table.add_with_key(buffer + 64 * i, 64, kRegionInSegment, keys[i]));
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(mrs[i]->rkey, keys[i]);
+    RegionGrant grant;
+    EXPECT_EQ(check_region(table.entries(), keys[i], base() + 64 * i, 64, &grant),
+              RegionCheck::kOk);
+    EXPECT_EQ(grant.kind, kRegionInSegment);
+    // Each key grants its own range only.
+    EXPECT_EQ(check_region(table.entries(), keys[i], base() + 64 * ((i + 1) % 4), 64, nullptr),
+              RegionCheck::kOutOfRange);
+  }
+  ASSERT_EQ(table.remove(mrs[0]), 0);
+  EXPECT_EQ(check_region(table.entries(), keys[0], base(), 64, nullptr), RegionCheck::kUnknownRkey);
+  for (size_t i = 1; i < 4; ++i) EXPECT_TRUE(region_alive(table.entries(), keys[i]));
+  // Closing works on a key away from its home.
+  table.set_open(mrs[3], false);
+  EXPECT_EQ(check_region(table.entries(), keys[3], base() + 192, 64, nullptr),
+            RegionCheck::kClosed);
+  table.set_open(mrs[3], true);
+  EXPECT_TRUE(region_alive(table.entries(), keys[3]));
+  // The freed home entry is taken again by the next key of that home.
+  MemoryRegion* again = table.add_with_key(buffer, 64, kRegionInSegment, 0x5002a);
+  EXPECT_TRUE(region_alive(table.entries(), 0x5002a));
+  for (uint32_t bad : {0u, 0x2002au}) {
+    try {
+      table.add_with_key(buffer, 64, kRegionInSegment, bad);
+      FAIL() << "rkey 0x" << std::hex << bad << " was tabled";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), COLL_ERR_INTERNAL);
+    }
+  }
+  EXPECT_EQ(table.remove(again), 0);
+}
+
+// A home whose neighbourhood is full: NO_RESOURCES (the registration
+// cache evicts and retries), and the table is unharmed.
+TEST_F(RegionTableTest, AFullNeighbourhoodIsAnErrorNotACorruption) {
+  std::vector<uint32_t> keys;
+  for (uint32_t i = 0; i < kRegionProbe; ++i) {
+    keys.push_back(((i + 1) << kRegionIndexBits) | 7u);
+    table.add_with_key(buffer, 1, kRegionProcessMemory, keys.back());
+  }
+  try {
+    table.add_with_key(buffer, 1, kRegionProcessMemory, ((kRegionProbe + 1) << kRegionIndexBits) | 7u);
+    FAIL() << "a key whose entries are all in use was tabled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), COLL_ERR_NO_RESOURCES);
+  }
+  for (uint32_t k : keys) EXPECT_TRUE(region_alive(table.entries(), k));
+  // A key of another home still fits.
+  EXPECT_NE(table.add_with_key(buffer, 1, kRegionProcessMemory, 0x10300u), nullptr);
 }
 
 }  // namespace
