@@ -11,7 +11,7 @@
 namespace coll {
 
 struct Config {
-  std::string transport;       // COLL_TRANSPORT: "" (auto), shm, tcp, shm+tcp, rdma
+  std::string transport;       // COLL_TRANSPORT: "" (auto), shm, tcp, shm+tcp, rdma, shm+rdma
   // The COLL_<NAME>_ALGO knobs are read by the context from the collective
   // registry (algorithms/algorithms.hpp), one per collective.
   // COLL_REDUCE_KERNELS: "" (auto: the widest the CPU runs), baseline, avx2,
