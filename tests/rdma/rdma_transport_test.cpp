@@ -710,9 +710,84 @@ TEST_F(RdmaTransportTest, RegistrationOverTheLockedMemoryLimitNamesUlimit) {
 
 // ---------------------------------------------------------------- peer loss
 
+// Queue pairs are made on first use, one way each: a ring of writes at np 4
+// leaves every rank with two (the one it dialed to its right, the one its
+// left dialed to it) and none to the rank opposite; the data lands.
+TEST_F(RdmaTransportTest, QueuePairsAreMadeOnlyForThePeersWrittenTo) {
+  expect_all_succeeded(run_ranks(4, [](FileBootstrap& boot) {
+    std::unique_ptr<Transport> transport = make_transport(boot);
+    const int me = boot.rank(), n = boot.size();
+    CHILD_CHECK(transport->connections() == 0, "%d connections before any write",
+                transport->connections());
+    std::vector<uint64_t> window(8, 0);
+    MemoryRegion* mr = transport->reg_write(window.data(), window.size() * 8);
+    std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    const uint64_t value = 100 + static_cast<uint64_t>(me);
+    CHILD_CHECK(transport->post_write(right, 0, &value, 8, nullptr, 0,
+                                      remote[static_cast<size_t>(right)].addr,
+                                      remote[static_cast<size_t>(right)].rkey) == 0,
+                "write to rank %d: %s", right, std::strerror(errno));
+    Driver driver(*transport);
+    CHILD_CHECK(driver.wait_word(&window[0], 100 + static_cast<uint64_t>(left), left),
+                "the word from rank %d", left);
+    // The left neighbour's QP is established once its write has landed;
+    // its ESTABLISHED event may still be on its way to this side.
+    auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
+    while (transport->connections() < 2 && Clock::now() < deadline) transport->check_peer(left);
+    CHILD_CHECK(transport->connections() == 2, "%d connections after a ring of writes at np %d",
+                transport->connections(), n);
+    boot.barrier(kSetupTimeout);  // nobody disconnects while others still write
+    CHILD_CHECK(transport->dereg(mr) == 0, "dereg");
+    return 0;
+  }));
+}
+
+// A first write to a rank that is gone fails, naming the rank, and does not
+// hang; so do later calls (the failure is sticky).
+TEST_F(RdmaTransportTest, AFirstWriteToARankThatIsGoneFails) {
+  expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
+    std::unique_ptr<Transport> transport = make_transport(boot);
+    std::vector<uint64_t> window(1, 0);
+    MemoryRegion* mr = transport->reg_write(window.data(), 8);
+    std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+    boot.barrier(kSetupTimeout);
+    if (boot.rank() == 1) {
+      std::fflush(nullptr);
+      _exit(0);  // no teardown: the kernel closes the listener
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 is gone
+    const uint64_t value = 1;
+    CHILD_CHECK(transport->post_write(1, 0, &value, 8, nullptr, 0, remote[1].addr,
+                                      remote[1].rkey) == -1,
+                "a first write to a rank that is gone must fail");
+    try {
+      transport->check_peer(1);
+      CHILD_CHECK(false, "check_peer after the failed connection must throw");
+    } catch (const Error& e) {
+      CHILD_CHECK(std::strstr(e.what(), "rank 1") != nullptr, "message: %s", e.what());
+    }
+    return 0;
+  }));
+}
+
 TEST_F(RdmaTransportTest, PeerThatExitsIsReportedLost) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     std::unique_ptr<Transport> transport = make_transport(boot);
+    std::vector<uint64_t> window(1, 0);
+    MemoryRegion* mr = transport->reg_write(window.data(), 8);
+    std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+    // A QP between them first (made on first use): rank 0 writes, rank 1
+    // accepts from its progress calls.
+    if (boot.rank() == 0) {
+      const uint64_t value = 7;
+      CHILD_CHECK(transport->post_write(1, 0, &value, 8, nullptr, 0, remote[1].addr,
+                                        remote[1].rkey) == 0,
+                  "write: %s", std::strerror(errno));
+    } else {
+      Driver driver(*transport);
+      CHILD_CHECK(driver.wait_word(&window[0], 7, 0), "the write from rank 0");
+    }
     boot.barrier(kSetupTimeout);
     if (boot.rank() == 1) {
       std::fflush(nullptr);
