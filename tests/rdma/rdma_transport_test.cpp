@@ -147,6 +147,34 @@ class Driver {
   std::vector<uint64_t> done_;
 };
 
+// Queue pairs are made on first use, and a rank accepts one only from its
+// progress calls: tests that want a pair connected before a rank leaves the
+// transport's calls (a barrier, an exit) make it here first. Every rank
+// writes a word to every other and waits for theirs.
+// 0, or 1 after CHILD_CHECK reported why.
+int connect_all_pairs(Transport& transport, FileBootstrap& boot) {
+  const int n = boot.size();
+  std::vector<uint64_t> words(static_cast<size_t>(n), 0);
+  MemoryRegion* mr = transport.reg_write(words.data(), words.size() * 8);
+  std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+  const uint64_t one = 1;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == boot.rank()) continue;
+    const RemoteRegion& r = remote[static_cast<size_t>(peer)];
+    CHILD_CHECK(transport.post_write(peer, 0, &one, 8, nullptr, 0,
+                                     r.addr + 8 * static_cast<uint64_t>(boot.rank()), r.rkey) == 0,
+                "connecting write to rank %d: %s", peer, std::strerror(errno));
+  }
+  Driver driver(transport);
+  for (int peer = 0; peer < n; ++peer)
+    if (peer != boot.rank())
+      CHILD_CHECK(driver.wait_word(&words[static_cast<size_t>(peer)], 1, peer),
+                  "connecting write from rank %d", peer);
+  boot.barrier(kSetupTimeout);  // every word is in: nobody writes into them now
+  CHILD_CHECK(transport.dereg(mr) == 0, "dereg the connecting words");
+  return 0;
+}
+
 // ---------------------------------------------------------------- data + flag
 
 struct ExchangeCase {
@@ -367,6 +395,9 @@ TEST_F(RdmaTransportTest, WriteAfterDeregFailsAndNeverLands) {
     std::vector<uint8_t> buffer(4096, me == 1 ? 0xab : 0xcd);
     MemoryRegion* mr = transport->reg_write(buffer.data(), buffer.size());
     std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+    // Rank 1 waits in the barrier below, outside the transport: the QP must
+    // be there before, or rank 0's first write would wait for it to accept.
+    if (connect_all_pairs(*transport, boot) != 0) return 1;
     if (me == 1) CHILD_CHECK(transport->dereg(mr) == 0, "dereg: %s", std::strerror(errno));
     boot.barrier(kSetupTimeout);  // rank 1's region is gone
     if (me == 0) {
@@ -428,9 +459,9 @@ TEST_F(RdmaTransportTest, ShmRdmaOneRkeyServesTheHostAndTheNetwork) {
     const int me = boot.rank();
     CHILD_CHECK(std::strcmp(transport->name(), "shm+rdma") == 0, "name %s", transport->name());
     CHILD_CHECK(transport->needs_local_registration(), "the rdma half needs registered sources");
-    // Rank 0: a segment mapped (rank 1) and a queue pair (rank 2).
+    // Rank 0: a segment mapped (rank 1), and no queue pair before a write.
     if (me == 0)
-      CHILD_CHECK(transport->connections() == 2, "%d connections", transport->connections());
+      CHILD_CHECK(transport->connections() == 1, "%d connections", transport->connections());
     for (int peer = 0; peer < 3; ++peer)
       CHILD_CHECK(transport->line_writes(peer) == ((peer < 2) == (me < 2)),
                   "line messages to rank %d: on the host only", peer);
@@ -774,21 +805,7 @@ TEST_F(RdmaTransportTest, AFirstWriteToARankThatIsGoneFails) {
 TEST_F(RdmaTransportTest, PeerThatExitsIsReportedLost) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     std::unique_ptr<Transport> transport = make_transport(boot);
-    std::vector<uint64_t> window(1, 0);
-    MemoryRegion* mr = transport->reg_write(window.data(), 8);
-    std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
-    // A QP between them first (made on first use): rank 0 writes, rank 1
-    // accepts from its progress calls.
-    if (boot.rank() == 0) {
-      const uint64_t value = 7;
-      CHILD_CHECK(transport->post_write(1, 0, &value, 8, nullptr, 0, remote[1].addr,
-                                        remote[1].rkey) == 0,
-                  "write: %s", std::strerror(errno));
-    } else {
-      Driver driver(*transport);
-      CHILD_CHECK(driver.wait_word(&window[0], 7, 0), "the write from rank 0");
-    }
-    boot.barrier(kSetupTimeout);
+    if (connect_all_pairs(*transport, boot) != 0) return 1;  // QPs are made on first use
     if (boot.rank() == 1) {
       std::fflush(nullptr);
       _exit(0);  // no teardown: the kernel closes the connection

@@ -49,6 +49,8 @@
 #                  regcache_cost table (register+deregister vs hit by size)
 #
 # Usage: tests/rdma/run-rdma-suite.sh [BUILD_DIR]     (default: build)
+# RDMA_SUITE_STEPS="transport hierarchy-np4" runs only the steps named (a
+# developer's loop; CI runs them all).
 # Needs root (the VM harness), qemu and, on the first run, Debian's archive
 # (kernel package, ~30 s). Each step's output: BUILD_DIR/rdma-suite/STEP.log.
 # Prints "RESULT step rc=... seconds=..." per step and exits non-zero if any
@@ -83,11 +85,13 @@ GUEST=$OUT/guest-script.sh
     "$STALE_EXPOSURE_TEST" "$REGCACHE_COST" "${RDMA_SUITE_REGCACHE_ITERS:-100}" "$MEMLOCK_MP" \
     "${RDMA_SUITE_REGCACHE_COST_MAX:-0}"
   if [ "${RDMA_SUITE_FULL:-0}" = 1 ]; then echo "MP_FILTER='*'"; else echo "MP_FILTER='-*Large*'"; fi
+  printf 'ONLY_STEPS=%q\n' "${RDMA_SUITE_STEPS:-}"
   cat <<'EOF'
 set -u
 fails=0
 step() {  # step NAME COMMAND...: runs it, logs to $LOGS/NAME.log
   local name=$1; shift
+  if [ -n "$ONLY_STEPS" ] && [[ " $ONLY_STEPS " != *" $name "* ]]; then return 0; fi
   local t0=$EPOCHREALTIME
   "$@" > "$LOGS/$name.log" 2>&1; local rc=$?
   local t1=$EPOCHREALTIME
