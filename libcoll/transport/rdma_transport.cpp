@@ -72,8 +72,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
-#include <sched.h>
 #include <rdma/rdma_verbs.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
