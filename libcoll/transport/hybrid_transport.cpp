@@ -51,6 +51,11 @@ class HybridTransport final : public Transport {
     shm_.transport->free_window(addr, bytes);
   }
   bool needs_local_registration() const override { return false; }
+  // Zero-copy writes into a host peer's buffer are CMA: where the job may
+  // not use it, no call goes zero-copy (every rank agrees: cma_works).
+  size_t default_zcopy_threshold() const override {
+    return shm_.cma_works ? Transport::default_zcopy_threshold() : 0;
+  }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
     return shm_.transport->reg_write(addr, length);

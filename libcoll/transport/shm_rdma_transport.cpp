@@ -172,7 +172,11 @@ class ShmRdmaTransport final : public Transport {
   }
 
   bool needs_local_registration() const override { return true; }
-  size_t default_zcopy_threshold() const override { return rdma_->default_zcopy_threshold(); }
+  // Zero-copy on the host is CMA: off for every call where the job may not
+  // use it (every rank agrees: cma_works).
+  size_t default_zcopy_threshold() const override {
+    return shm_.cma_works ? rdma_->default_zcopy_threshold() : 0;
+  }
 
   void check_peer(int peer) override {
     // A failure of the rdma half (an error completion, a lost QP) fails

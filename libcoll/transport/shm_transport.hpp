@@ -25,6 +25,10 @@ struct ShmPart {
   // RegionTable::add_with_key. Valid while transport lives; dereg and
   // set_writable of the transport take what it returns.
   std::function<MemoryRegion*(void* addr, size_t length, uint32_t rkey)> reg_write_with_key;
+  // Whether every rank of the job may write into its host peers' memory
+  // (process_vm_writev, the shm path of zero-copy): a hybrid turns
+  // zero-copy off where not (Yama ptrace_scope, seccomp).
+  bool cma_works = false;
 };
 
 // Maps only the segments of the ranks marked in same_host (and our own);
