@@ -476,7 +476,9 @@ Task Channel::quiesce() {
       post(p, counted_context(), &consumed, sizeof consumed, nullptr, kWriteSignaled,
            w.addr + layout_.credit(rank_), w.rkey);
     }
-    post(p, counted_context(), &kLeft, sizeof kLeft, nullptr, kWriteSignaled,
+    // kWriteLeaving: where connections are made on first use, a peer we
+    // have none with learns it from being refused (transport.hpp).
+    post(p, counted_context(), &kLeft, sizeof kLeft, nullptr, kWriteSignaled | kWriteLeaving,
          w.addr + layout_.left(rank_), w.rkey);
   }
   co_await flush();

@@ -55,9 +55,17 @@ struct RemoteRegion {
 };
 static_assert(sizeof(RemoteRegion) == 24, "RemoteRegion travels as 24 bytes, no padding");
 
-// post_write flags (the subset of ibv_send_flags libcoll uses).
+// post_write flags (the subset of ibv_send_flags libcoll uses, and one of
+// its own).
 enum : int {
   kWriteSignaled = 1,  // IBV_SEND_SIGNALED: report a Completion
+  // The `left` notice of a rank that finalizes (Channel::quiesce): a
+  // backend that connects on first use (tcp) sends it only where a
+  // connection exists, and drops it (accepted, completed) elsewhere; once
+  // every peer had it, that backend takes no new connections, so a peer
+  // that dials it later learns the same (tcp_transport.cpp, "Lost and
+  // leaving peers"). The others ignore the flag.
+  kWriteLeaving = 2,
 };
 
 struct Completion {
