@@ -1,28 +1,76 @@
-// TCP backend: the transport contract over one TCP stream per pair of
-// ranks, for nodes without RDMA.
+// TCP backend: the transport contract over TCP streams, for nodes without
+// RDMA. A pair of ranks that writes to each other has one stream, made when
+// one of them first needs it (issue 14).
 //
-// Setup. Each rank listens on an ephemeral port, publishes {address, port,
-// host} through the bootstrap, and then, in one loop, dials every higher
-// rank and accepts every lower one. A connection is authenticated both
-// ways before it carries a frame (tcp_wire::Challenge / Hello / Welcome):
-// the accepting rank sends a fresh nonce, the connecting one answers with
-// HMAC-SHA256 keyed by the job's secret (Bootstrap::secret: collrun's
-// COLL_JOB_SECRET, or rank 0's through PMIx) over a label, both ranks,
-// the job size and the nonces, and the accepting one proves the secret
-// back. Nothing published is a credential: anyone on the host can read
-// the port (/proc/net/tcp).
+// Setup. Each rank listens on an ephemeral port and publishes {address,
+// port, host} through the bootstrap; that is all: no connection is made at
+// setup. A full mesh would cost every rank n - 1 sockets (a 2,000-rank job
+// hits the default limit of 1024 descriptors) where a ring uses 2 peers and
+// a tree O(log n).
+//
+// Connections on first use. The first post_write or post_lines to a peer
+// without a stream dials it, and waits - bounded by the timeout - until the
+// stream is authenticated both ways; meanwhile it keeps the whole engine
+// going (applies incoming frames, accepts, serves other ranks' handshakes),
+// as the wait on a full socket does, so two ranks that dial each other, or
+// a ring of ranks that each dial the next, all get through. Like a full
+// socket, a first write to a peer that is not in the library (it computes)
+// waits for it to come back, until the timeout. The listener stays open for
+// the transport's life, watched by the progress engine (poll, every wait).
+//
+// One stream per pair, carrying both directions: whoever needs it first
+// dials, the other uses it too (a ring's credits flow back on the stream
+// its data came by: 2 sockets a rank, not 4). When both dial at once, the
+// lower rank's connection stands: the higher rank refuses no hello, but the
+// lower refuses the higher's while its own dial to it is under way, and
+// the higher, once it has taken the lower's, drops its own dial (which the
+// lower never took). The ordering promise is per writer and target, and a
+// writer's frames to a peer all go on the one stream, so it holds. (Two
+// streams per pair, one per direction, would need no tie-break, but double
+// the sockets of a pair whose credits flow back.)
+//
+// A connection is authenticated both ways before it carries a frame
+// (tcp_wire::Challenge / Hello / Welcome): the accepting rank sends a fresh
+// nonce, the connecting one answers with HMAC-SHA256 keyed by the job's
+// secret (Bootstrap::secret: collrun's COLL_JOB_SECRET, or rank 0's through
+// PMIx) over a label, both ranks, the job size and the nonces, and the
+// accepting one proves the secret back. Nothing published is a credential:
+// anyone on the host can read the port (/proc/net/tcp).
 //
 // Strangers (issue 15): before its hello is verified a connection is read
 // only up to the hello's fixed size; it has 10 s (kHelloWithinSeconds) to
 // send it; at most kMaxStrangers wait at once, and past that the oldest is
 // dropped, so a flood of connections costs sockets, not a real rank's
-// place, and a real rank that was dropped dials again. A refused
-// connection is closed without a word: a stranger learns nothing, and the
-// setup timeout message lists what was ignored (what the strangers said,
-// never an expected value). The listener is closed once every lower rank
-// is in: nothing can connect afterwards.
+// place, and a real rank that was dropped dials again (backing off up to
+// 200 ms). A refused connection is closed without a word: a stranger
+// learns nothing, and a connection timeout's message lists what was
+// ignored (what the strangers said, never an expected value). With the
+// listener open for the transport's life these hold for its life; the
+// eager mesh (COLL_TCP_CONNECT=eager) closes it once every lower rank is
+// in, as before.
+//
+// Lost and leaving peers. A stream that closes is a lost peer, as before.
+// A peer this rank has no stream with can be known dead only by asking: a
+// check_peer on it (a wait for it that lasted 10 ms) dials it in the
+// background - the connection one of the two would make anyway - and a
+// refused connection means its listener is gone: the peer exited, or
+// finalized. For the latter, a rank that finalizes posts its `left` notice
+// to every peer (Channel::quiesce) with kWriteLeaving: where no stream
+// exists the notice is dropped rather than dialed (n - 1 connections at
+// finalize, and a dial to a peer already in its final bootstrap barrier,
+// which serves nobody, would wait for its timeout), and once every peer has
+// had its notice the listener closes. So a peer that waits for the first
+// message of a rank that finalized is refused at its check, and fails with
+// COLL_ERR_PEER_LOST at once, as the notice would have failed it. A peer
+// that talked to it has the stream, and the notice on it.
 //
 // Knobs:
+//   COLL_TCP_CONNECT=lazy   connections on first use (the default), or
+//                   =eager  every pair connected at setup, as before issue
+//                           14: every rank dials every higher one and
+//                           accepts every lower one, in one loop, and then
+//                           closes its listener. Costs n - 1 sockets a rank
+//                           and the whole mesh's handshakes at coll_init.
 //   COLL_TCP_ADDR=a[,b...]  listen on the first of these IPv4 addresses that
 //                           this host has (one list serves every host of a
 //                           job), and publish it.
@@ -42,8 +90,8 @@
 // closes, or resets, is a lost peer. Every failure is sticky: poll() reports
 // it in an error completion, check_peer() throws it with its message.
 //
-// Ordering promise: one stream per pair, and the target applies frames in
-// stream order, each completely before the next; an 8-byte write to an
+// Ordering promise: a writer sends all its frames to a peer on one stream
+// (the pair's), and the target applies frames in stream order, each completely before the next; an 8-byte write to an
 // 8-byte aligned address is one release store. So a flag lands after the
 // data posted before it. Line messages (post_lines) are one frame of their
 // own (tcp_wire::kLinesFrame), gathered whole, each line's flag stored
@@ -66,9 +114,14 @@
 // user space instead would leave bytes that only the next library call on
 // this rank moves: a peer waiting for them would time out while this rank
 // computes between collectives. Only a peer that is not in the library
-// holds a sender up, and only until the timeout.
+// holds a sender up, and only until the timeout. A first write waits for
+// its connection for the same reason: queued behind a dial, it would move
+// only when this rank next calls the library.
 //
-// No threads: everything runs in the caller's thread.
+// No threads: everything runs in the caller's thread. (A thread that
+// answered handshakes would let a first write go through while the peer
+// computes; not worth a thread in every process: the peer a rank writes to
+// is, in a collective, almost always in the library.)
 #include "transport/tcp_transport.hpp"
 
 #include <arpa/inet.h>
@@ -141,6 +194,14 @@ constexpr int kHelloWithinSeconds = 10;
 // setup loop (see accept_strangers).
 constexpr size_t kMaxStrangers = 64;
 constexpr int kAcceptsPerPass = 16;
+// With a single stream the engine recvs on it without asking epoll (see
+// "Syscalls"); every this many passes it asks epoll anyway, for the
+// listener's new connections.
+constexpr unsigned kListenerEvery = 16;
+
+// What an epoll event is about: the high word of its data.
+enum EventKind : uint32_t { kStreamEvent = 0, kListenerEvent = 1, kStrangerEvent = 2, kDialEvent = 3 };
+uint64_t event_tag(EventKind kind, uint32_t index) { return uint64_t(kind) << 32 | index; }
 
 Clock::time_point deadline_after(double seconds) {
   return Clock::now() +
@@ -204,9 +265,10 @@ struct Receiver {
 };
 
 struct Peer {
-  UniqueFd fd;
-  bool reach = false;    // connected (this rank's other transport serves it otherwise)
+  UniqueFd fd;           // the pair's stream, once authenticated both ways
+  bool reach = false;    // a tcp peer (this rank's other transport serves it otherwise)
   bool reading = false;  // registered in epoll; false once its stream is broken
+  bool noticed = false;  // this rank's `left` notice went to it (kWriteLeaving)
   Receiver rx;
 };
 
@@ -225,6 +287,13 @@ class TcpTransport final : public Transport {
     peers_.resize(size_t(size_));
     for (int r = 0; r < size_; ++r)
       peers_[size_t(r)].reach = r != rank_ && (reach.empty() || reach[size_t(r)]);
+    for (int r = 0; r < size_; ++r) reachable_ += peers_[size_t(r)].reach;
+    const std::string mode = env_string("COLL_TCP_CONNECT");
+    if (mode.empty() || mode == "lazy")
+      lazy_ = true;
+    else if (mode != "eager")
+      fail(COLL_ERR_INVALID_ARG, "COLL_TCP_CONNECT=%s: say lazy (connect on first use) or eager",
+           mode.c_str());
     epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
     if (!epoll_) fail_errno(COLL_ERR_NO_RESOURCES, errno, "tcp transport: epoll_create1");
     connect_all(boot);
@@ -296,7 +365,10 @@ class TcpTransport final : public Transport {
     // As on a verbs queue pair in the error state, a write to a failed
     // transport is accepted and never lands; poll() reports the failure
     // (with its own status: a lost peer is COLL_ERR_PEER_LOST).
-    if (!failed_) {
+    // A leaving notice goes only on a stream that exists (see "Lost and
+    // leaving peers" at the top).
+    const bool dropped = (flags & kWriteLeaving) && peer != rank_ && leave_notice(peer);
+    if (!failed_ && !dropped) {
       if (peer == rank_)
         write_to_self(local_addr, length, remote_addr, rkey);
       else
@@ -350,25 +422,34 @@ class TcpTransport final : public Transport {
   }
 
   uint64_t network_bytes() const override { return network_bytes_; }
+  // The streams open now (a dial under way, or a stranger, is none yet).
   int connections() const override {
     int n = 0;
     for (const Peer& p : peers_) n += p.reach && p.fd;
     return n;
   }
 
-  void check_peer(int /*peer*/) override {
+  void check_peer(int peer) override {
     // Any failure - a lost peer included - fails the whole transport, and
     // every waiter hears of it: its message names the peer and the cause.
     if (!failed_) receive_progress();
+    // A peer without a stream is asked: a dial in the background, which
+    // fails only when its listener refuses (it exited or finalized), and
+    // otherwise makes the stream that its first write would have made.
+    if (!failed_ && lazy_ && peer >= 0 && peer < size_ && peer != rank_ &&
+        peers_[size_t(peer)].reach && !peers_[size_t(peer)].fd && !dials_[size_t(peer)].active)
+      begin_dial(peer);
     if (failed_) throw Error(failure_status_, failure_message_);
   }
 
  private:
   // --- setup ---------------------------------------------------------
 
-  // An outgoing connection to a higher rank, until its welcome is verified.
+  // An outgoing connection (eager: to a higher rank), until its welcome is
+  // verified.
   struct Dial {
     enum State { kIdle, kConnecting, kAwaitChallenge, kAwaitWelcome, kDone } state = kIdle;
+    bool active = false;  // lazy: wanted (a write or a check waits for it), not yet done
     UniqueFd fd;
     const char* ip = "";  // where it dials (the announced address, or loopback)
     uint16_t port = 0;
@@ -384,6 +465,7 @@ class TcpTransport final : public Transport {
   // An accepted connection that has not yet proved that a rank of this job
   // made it: it has sent nothing but (part of) a hello.
   struct Stranger {
+    uint32_t id = 0;  // lazy: its epoll tag
     UniqueFd fd;
     Clock::time_point expires;
     Challenge challenge{};
@@ -414,6 +496,10 @@ class TcpTransport final : public Transport {
       addresses[size_t(r)].host[sizeof Address::host - 1] = 0;
       addresses[size_t(r)].netns[sizeof Address::netns - 1] = 0;
     }
+    if (lazy_) {
+      listen_for_life(std::move(listener), addresses);
+      return;
+    }
     handshake_all(std::move(listener), addresses, deadline_after(timeout_s_));
     for (int q = 0; q < size_; ++q) {
       Peer& p = peers_[size_t(q)];
@@ -421,12 +507,39 @@ class TcpTransport final : public Transport {
       tune_connection(p.fd.get());
       epoll_event ev{};
       ev.events = EPOLLIN;
-      ev.data.u32 = uint32_t(q);
+      ev.data.u64 = event_tag(kStreamEvent, uint32_t(q));
       if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev) != 0)
         fail_errno(COLL_ERR_NO_RESOURCES, errno, "tcp transport: epoll_ctl");
       p.reading = true;
     }
     update_sole_reader();
+  }
+
+  // Where a dial to the rank that published `a` goes.
+  void aim(Dial& d, const Address& a) const {
+    // 127.0.0.1 reaches the peer only from its own network namespace
+    // (ranks of one machine in several namespaces pose as several hosts).
+    const bool same_netns = std::strcmp(a.host, published_.host) == 0 &&
+                            std::strcmp(a.netns, published_.netns) == 0;
+    d.ip = same_netns && a.bound_any ? "127.0.0.1" : a.ip;
+    d.port = a.port;
+  }
+
+  // Lazy setup: nothing is dialed; the listener joins the epoll set for
+  // the transport's life, and each peer's address is kept for its dial.
+  void listen_for_life(UniqueFd listener, std::vector<Address>& addresses) {
+    addresses_ = std::move(addresses);  // d.ip points into it
+    dials_.resize(size_t(size_));
+    for (int q = 0; q < size_; ++q)
+      if (peers_[size_t(q)].reach) aim(dials_[size_t(q)], addresses_[size_t(q)]);
+    if (fcntl(listener.get(), F_SETFL, fcntl(listener.get(), F_GETFL) | O_NONBLOCK) != 0)
+      fail_errno(COLL_ERR_TRANSPORT, errno, "tcp transport: fcntl(O_NONBLOCK) on the listener");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = event_tag(kListenerEvent, 0);
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener.get(), &ev) != 0)
+      fail_errno(COLL_ERR_NO_RESOURCES, errno, "tcp transport: epoll_ctl");
+    listener_ = std::move(listener);
   }
 
   // Binds the listening socket as the knobs say and fills published_.
@@ -520,14 +633,7 @@ class TcpTransport final : public Transport {
       if (!peers_[size_t(q)].reach) continue;
       if (q > rank_) {
         Dial& d = dials[size_t(q)];
-        const Address& a = addresses[size_t(q)];
-        // 127.0.0.1 reaches the peer only from its own network namespace
-        // (ranks of one machine in several namespaces pose as several
-        // hosts).
-        const bool same_netns = std::strcmp(a.host, published_.host) == 0 &&
-                                std::strcmp(a.netns, published_.netns) == 0;
-        d.ip = same_netns && a.bound_any ? "127.0.0.1" : a.ip;
-        d.port = a.port;
+        aim(d, addresses[size_t(q)]);
         start_dial(q, d);
         ++dialing;
       } else {
@@ -661,6 +767,18 @@ class TcpTransport final : public Transport {
         ignored.add("a connection that closed before its challenge");
         continue;
       }
+      if (lazy_) {
+        // Watched by the engine's epoll set from now on (its fd's close
+        // takes it out again).
+        s.id = next_stranger_++;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = event_tag(kStrangerEvent, s.id);
+        if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+          ignored.add("a connection this rank could not watch (epoll_ctl failed)");
+          continue;
+        }
+      }
       strangers.push_back(std::move(s));
       while (strangers.size() > kMaxStrangers) {
         Stranger& oldest = strangers.front();
@@ -689,7 +807,8 @@ class TcpTransport final : public Transport {
     s.got += size_t(n);
     if (s.got < sizeof(Hello)) return false;
     s.gone = true;
-    const std::string why = check_hello(s.hello, s.challenge);
+    std::string why = check_hello(s.hello, s.challenge);
+    if (why.empty() && lazy_) why = crossing(int(s.hello.rank));
     if (!why.empty()) {
       ignored.add(why);
       return false;
@@ -703,6 +822,10 @@ class TcpTransport final : public Transport {
       ignored.add(strfmt("rank %u, whose connection closed before its welcome", s.hello.rank));
       return false;
     }
+    if (lazy_) {
+      adopt(int(s.hello.rank), std::move(s.fd));
+      return true;
+    }
     Peer& p = peers_[s.hello.rank];
     const bool first = !p.fd;
     // A second proved connection from a rank means that its first broke
@@ -710,6 +833,49 @@ class TcpTransport final : public Transport {
     // one it uses.
     p.fd = std::move(s.fd);
     return first;
+  }
+
+  // Lazy: why a proved hello from rank h is not taken (empty: it is). A
+  // pair has one stream; when both dial at once the lower rank's stands
+  // (see the top), so the lower refuses the higher's while its own dial is
+  // under way. Refused like a stranger: the higher rank dials again a little
+  // later, and by then has taken the lower's connection, or takes it then.
+  std::string crossing(int h) const {
+    if (peers_[size_t(h)].fd)
+      return strfmt("a second connection from rank %d, which has one", h);
+    if (h > rank_ && dials_[size_t(h)].active)
+      return strfmt("a connection from rank %d that crossed this rank's to it (the lower rank's "
+                    "stands)",
+                    h);
+    return "";
+  }
+
+  // Lazy: makes fd, authenticated both ways, the stream with peer. A dial of
+  // ours to it that is under way is dropped: the peer, the lower rank,
+  // refuses or has refused its hello (crossing), so it never carries a frame.
+  void adopt(int peer, UniqueFd fd) {
+    Dial& d = dials_[size_t(peer)];
+    if (d.active) {
+      d.fd.reset();
+      d.state = Dial::kIdle;
+      d.active = false;
+    }
+    Peer& p = peers_[size_t(peer)];
+    p.fd = std::move(fd);
+    tune_connection(p.fd.get());
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = event_tag(kStreamEvent, uint32_t(peer));
+    // A stranger's socket is in the set already; a dial's too.
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev) != 0 &&
+        (errno != ENOENT || epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev) != 0)) {
+      mark_failed(COLL_ERR_NO_RESOURCES, peer,
+                  strfmt("tcp transport: epoll_ctl for rank %d's stream: %s", peer,
+                         std::strerror(errno)));
+      return;
+    }
+    p.reading = true;
+    update_sole_reader();
   }
 
   // Empty when the hello is from a lower rank of this job, to this rank,
@@ -725,8 +891,10 @@ class TcpTransport final : public Transport {
           "a replayed hello)",
           h.rank);
     // From here the hello is a rank's of this job: what it says is true.
+    // Eager: only lower ranks dial. Lazy: any other rank may.
+    const uint32_t below = lazy_ ? uint32_t(size_) : uint32_t(rank_);
     if (h.reserved != 0 || h.size != uint32_t(size_) || h.target != uint32_t(rank_) ||
-        h.rank >= uint32_t(rank_) || !peers_[h.rank].reach)
+        h.rank >= below || h.rank == uint32_t(rank_) || !peers_[h.rank].reach)
       return strfmt("a hello from rank %u of %u to rank %u, which does not connect here", h.rank,
                     h.size, h.target);
     return "";
@@ -747,9 +915,26 @@ class TcpTransport final : public Transport {
     } else if (errno != EINPROGRESS) {
       cannot_connect(q, d, errno);
     }
+    if (lazy_) watch_dial(q, d, EPOLL_CTL_ADD);
+  }
+
+  // Lazy: a dial's socket in the engine's epoll set, for what it waits for.
+  void watch_dial(int q, const Dial& d, int op) {
+    epoll_event ev{};
+    ev.events = d.state == Dial::kConnecting ? EPOLLOUT : EPOLLIN;
+    ev.data.u64 = event_tag(kDialEvent, uint32_t(q));
+    if (epoll_ctl(epoll_.get(), op, d.fd.get(), &ev) != 0)
+      fail_errno(COLL_ERR_NO_RESOURCES, errno, "tcp transport: epoll_ctl for a dial to rank %d", q);
   }
 
   [[noreturn]] void cannot_connect(int q, const Dial& d, int err) {
+    // Lazy: the peer published this port and listened on it until it
+    // exited or finalized (see the top): a refusal means it is gone.
+    if (lazy_ && (err == ECONNREFUSED || err == ECONNRESET))
+      fail(COLL_ERR_PEER_LOST,
+           "rank %d lost rank %d over tcp: its port %s:%u refuses connections (the peer exited, "
+           "or finalized)",
+           rank_, q, d.ip, unsigned(d.port));
     fail_errno(err == ETIMEDOUT ? COLL_ERR_TIMEOUT : COLL_ERR_TRANSPORT, err,
                "tcp transport: rank %d cannot connect to rank %d at %s:%u (firewall? choose "
                "the network with COLL_TCP_IFACE or COLL_TCP_ADDR)",
@@ -777,6 +962,7 @@ class TcpTransport final : public Transport {
       getsockopt(d.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0) cannot_connect(q, d, err);
       d.state = Dial::kAwaitChallenge;
+      if (lazy_) watch_dial(q, d, EPOLL_CTL_MOD);
       return false;
     }
     char* into = d.state == Dial::kAwaitChallenge ? reinterpret_cast<char*>(&d.challenge)
@@ -820,8 +1006,15 @@ class TcpTransport final : public Transport {
            "this job's secret: not rank %d of this job (the rank is gone, and another process "
            "has its port?)",
            rank_, q, d.ip, unsigned(d.port), q);
-    peers_[size_t(q)].fd = std::move(d.fd);
     d.state = Dial::kDone;
+    if (lazy_) {
+      // The peer took it (its welcome): the pair's stream. Had the peer's
+      // own dial been taken here first, this one would have been dropped.
+      end_dial(d);
+      adopt(q, std::move(d.fd));
+    } else {
+      peers_[size_t(q)].fd = std::move(d.fd);
+    }
     return true;
   }
 
@@ -875,6 +1068,133 @@ class TcpTransport final : public Transport {
          rank_, timeout_s_, what.c_str(), dropped.empty() ? "" : "; ignored: ", dropped.c_str());
   }
 
+  // --- connections on first use (lazy) -------------------------------
+
+  // Starts a dial to q (a write or a check needs the stream); the engine
+  // moves it on. A failure to start fails the transport.
+  void begin_dial(int q) {
+    Dial& d = dials_[size_t(q)];
+    d.active = true;
+    ++active_dials_;
+    d.drops = 0;
+    d.last_drop.clear();
+    try {
+      start_dial(q, d);
+    } catch (const Error& e) {
+      end_dial(d);
+      d.fd.reset();
+      mark_failed(e.status(), q, e.what());
+    }
+  }
+
+  void end_dial(Dial& d) {
+    if (!d.active) return;
+    d.active = false;
+    --active_dials_;
+  }
+
+  // A stream with peer, dialed now if there is none: waits for it (bounded
+  // by the timeout) while the engine runs - applying frames, accepting,
+  // answering other ranks' handshakes - so ranks that dial each other, or
+  // dial round a ring, all get through. False when the transport failed.
+  bool connect_now(int peer) {
+    Peer& p = peers_[size_t(peer)];
+    if (!dials_[size_t(peer)].active) begin_dial(peer);
+    const auto deadline = deadline_after(timeout_s_);
+    while (!p.fd && !failed_) {
+      receive_progress();
+      if (p.fd || failed_) break;
+      if (Clock::now() > deadline) {
+        const Dial& d = dials_[size_t(peer)];
+        std::string why;
+        if (d.drops > 0)
+          why = strfmt(" (%s, %d time(s): does it hold this rank's job secret, COLL_JOB_SECRET or "
+                       "PMIx's?)",
+                       d.last_drop.c_str(), d.drops);
+        const std::string dropped = ignored_.summary();
+        mark_failed(COLL_ERR_TIMEOUT, peer,
+                    strfmt("rank %d timed out after %.1f s connecting to rank %d over tcp at "
+                           "%s:%u%s: a first write waits for the peer to take the connection "
+                           "in a libcoll call (COLL_TIMEOUT=%g; firewall? COLL_TCP_IFACE / "
+                           "COLL_TCP_ADDR)%s%s",
+                           rank_, timeout_s_, peer, d.ip, unsigned(d.port), why.c_str(),
+                           timeout_s_, dropped.empty() ? "" : "; ignored: ", dropped.c_str()));
+        break;
+      }
+      pollfd fds[1] = {{epoll_.get(), POLLIN, 0}};
+      ::poll(fds, 1, 1);
+    }
+    return !failed_;
+  }
+
+  // Engine work on handshakes, after a pass's epoll events: accepts what
+  // the listener has, expires strangers, redials dropped dials.
+  void handshake_progress(bool accept_ready) {
+    try {
+      if (accept_ready && listener_) accept_strangers(listener_.get(), strangers_, ignored_);
+    } catch (const Error& e) {
+      mark_failed(e.status(), -1, e.what());
+      return;
+    }
+    if (strangers_.empty() && active_dials_ == 0) return;
+    const auto now = Clock::now();
+    for (Stranger& st : strangers_)
+      if (!st.gone && now >= st.expires) {
+        ignored_.add("a connection that sent no hello within " +
+                     std::to_string(kHelloWithinSeconds) + " s");
+        st.gone = true;
+      }
+    std::erase_if(strangers_, [](const Stranger& st) { return st.gone; });
+    for (int q = 0; q < size_ && active_dials_ > 0 && !failed_; ++q) {
+      Dial& d = dials_[size_t(q)];
+      if (!d.active || d.state != Dial::kIdle || now < d.redial_at) continue;
+      try {
+        start_dial(q, d);
+      } catch (const Error& e) {
+        end_dial(d);
+        d.fd.reset();
+        mark_failed(e.status(), q, e.what());
+      }
+    }
+  }
+
+  void stranger_event(uint32_t id) {
+    for (auto it = strangers_.begin(); it != strangers_.end(); ++it) {
+      if (it->id != id) continue;
+      advance_stranger(*it, ignored_);
+      if (it->gone) strangers_.erase(it);
+      return;
+    }
+  }
+
+  void dial_event(int q) {
+    Dial& d = dials_[size_t(q)];
+    if (!d.active || !d.fd) return;
+    try {
+      advance_dial(q, d, deadline_after(timeout_s_));
+    } catch (const Error& e) {
+      end_dial(d);
+      d.fd.reset();
+      mark_failed(e.status(), q, e.what());
+    }
+  }
+
+  // This rank's `left` notice to peer (kWriteLeaving): true when it is
+  // dropped, for want of a stream. Once every peer has had it, the
+  // listener closes: a peer that dials this rank from then on - one that
+  // waits for a first message from it - is refused, and knows.
+  bool leave_notice(int peer) {
+    Peer& p = peers_[size_t(peer)];
+    if (!p.noticed) {
+      p.noticed = true;
+      if (++noticed_ == reachable_ && listener_) {
+        listener_.reset();
+        strangers_.clear();
+      }
+    }
+    return lazy_ && !p.fd;
+  }
+
   // --- sending -------------------------------------------------------
 
   // Hands header, flag (a lines frame's, else null) and payload to the
@@ -891,6 +1211,7 @@ class TcpTransport final : public Transport {
     if (flag) iov[msg.msg_iovlen++] = {const_cast<uint64_t*>(flag), flag_bytes};
     if (length > 0) iov[msg.msg_iovlen++] = {const_cast<void*>(payload), length};
     Peer& p = peers_[size_t(peer)];
+    if (!p.fd && !connect_now(peer)) return;
     Clock::time_point deadline{};
     bool waited = false;
     for (;;) {
@@ -987,13 +1308,34 @@ class TcpTransport final : public Transport {
     // One connection: ask it straight away. A recv that finds nothing
     // costs what an epoll_wait that finds nothing does, and one that finds
     // bytes saves the epoll_wait before it.
-    if (sole_reader_ >= 0) {
+    // While handshakes are under way, and every kListenerEvery passes
+    // while the listener is open, epoll is asked.
+    if (sole_reader_ >= 0 && active_dials_ == 0 && strangers_.empty() &&
+        (!listener_ || ++passes_ % kListenerEvery != 0)) {
       receive_from(sole_reader_);
       return;
     }
     epoll_event events[64];
     int n = epoll_wait(epoll_.get(), events, 64, 0);
-    for (int i = 0; i < n && !failed_; ++i) receive_from(int(events[i].data.u32));
+    bool accept_ready = false;
+    for (int i = 0; i < n && !failed_; ++i) {
+      const auto index = uint32_t(events[i].data.u64);
+      switch (EventKind(events[i].data.u64 >> 32)) {
+        case kStreamEvent:
+          receive_from(int(index));
+          break;
+        case kListenerEvent:
+          accept_ready = true;
+          break;
+        case kStrangerEvent:
+          stranger_event(index);
+          break;
+        case kDialEvent:
+          dial_event(int(index));
+          break;
+      }
+    }
+    if (lazy_ && !failed_) handshake_progress(accept_ready);
   }
 
   void receive_from(int peer) {
@@ -1257,6 +1599,19 @@ class TcpTransport final : public Transport {
   std::vector<Peer> peers_;
   uint64_t network_bytes_ = 0;  // payload of write and lines frames sent (network_bytes)
   int sole_reader_ = -1;        // the only peer being read, or -1 (none, or several: epoll)
+  bool lazy_ = false;           // COLL_TCP_CONNECT: connections on first use
+  int reachable_ = 0;           // peers this transport serves
+  int noticed_ = 0;             // ... that had this rank's `left` notice
+  // Lazy: the listener (open until every peer had the notice), every
+  // peer's address and dial, and the strangers on the listener.
+  UniqueFd listener_;
+  std::vector<Address> addresses_;
+  std::vector<Dial> dials_;
+  int active_dials_ = 0;
+  std::deque<Stranger> strangers_;
+  uint32_t next_stranger_ = 0;
+  Ignored ignored_;
+  unsigned passes_ = 0;  // of the sole-reader path (kListenerEvery)
   std::deque<Completion> completions_;
   bool failed_ = false;
   int failure_status_ = 0;
