@@ -150,6 +150,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<coll::Transport> t;
   int fd = -1;
   std::thread rank1([&] { fd = answer_handshake(l); });
+  // The eager mesh: rank 0 dials rank 1 (the harness) at setup, so the
+  // stream is there before the frames.
+  setenv("COLL_TCP_CONNECT", "eager", 1);
   try {
     t = coll::make_tcp_transport(boot, opts);
   } catch (const coll::Error&) {

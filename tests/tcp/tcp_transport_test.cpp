@@ -90,6 +90,15 @@ TransportOptions options() {
   return o;
 }
 
+// The eager mesh of before issue 14 (COLL_TCP_CONNECT=eager): the setup
+// waits for every lower rank's connection. The impostor cases speak as
+// rank 0 at setup, as they did; every other case runs the default, lazy
+// connections, and the cases at the end test those.
+std::unique_ptr<Transport> eager_transport(Rank& rank) {
+  setenv("COLL_TCP_CONNECT", "eager", 1);  // a forked rank: this rank only
+  return make_tcp_transport(rank.boot, options());
+}
+
 // Polls (and every few ms asks check_peer) until ready() or an error.
 // Returns false on an error completion, a throw, or the bound; `failure`
 // keeps what happened.
@@ -385,7 +394,7 @@ int refused_write_rank(Rank& rank, BadWrite bad) {
   constexpr size_t kLen = 4096;
   const bool crafted = bad == BadWrite::kAbsurdLength || bad == BadWrite::kWrapAround;
   if (me == 0 && crafted) return 0;  // see impostor_rank
-  auto t = make_tcp_transport(rank.boot, options());
+  auto t = crafted ? eager_transport(rank) : make_tcp_transport(rank.boot, options());
   GuardedBuffer buffer(kLen);
   MemoryRegion* mr = me == 1 ? t->reg_write(buffer.data(), kLen) : nullptr;
   const auto remote = exchange_regions(rank.boot, mr);
@@ -452,10 +461,12 @@ class Impostor {
   }
 
   // The tcp setup exchange, as rank 0 runs it. Returns rank 1's address.
-  tcp_wire::Address join() {
+  // Rank 0 publishes `port`: by default one nobody listens on (an eager
+  // rank 1 never dials rank 0); a lazy one may, to check on it.
+  tcp_wire::Address join(uint16_t port = 9) {
     tcp_wire::Address mine{};
     std::snprintf(mine.ip, sizeof mine.ip, "127.0.0.1");
-    mine.port = 9;  // nobody connects to rank 0
+    mine.port = port;
     const auto all = rank_.boot.allgather(
         std::string(reinterpret_cast<const char*>(&mine), sizeof mine), kTimeout);
     tcp_wire::Address peer{};
@@ -702,7 +713,7 @@ int inject(Rank& rank, Injection what) {
 }
 
 int injected_target(Rank& rank, Injection what) {
-  auto t = make_tcp_transport(rank.boot, options());
+  auto t = eager_transport(rank);
   GuardedBuffer buffer(4096);
   MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
   exchange_regions(rank.boot, mr);
@@ -747,14 +758,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Injection::kValidThenClose),
     [](const auto& info) { return std::string(kInjectionNames[int(info.param)]); });
 
-// Strangers on the listening port during setup - garbage, a hello without
-// the secret, a replayed hello, a silent connection, a flood - are dropped,
-// and the real rank 0 gets in. After setup the port is closed and no
-// stranger's connection is kept: nobody can connect at all.
-TEST(TcpTransport, StrangersAtSetupAreDroppedAndThePortClosesAfterwards) {
+// Strangers on the listening port during the eager mesh's setup - garbage,
+// a hello without the secret, a replayed hello, a silent connection, a
+// flood - are dropped, and the real rank 0 gets in. After setup the port
+// is closed and no stranger's connection is kept: nobody can connect at
+// all. (The lazy transport's listener stays open: the case at the end.)
+TEST(TcpTransport, StrangersAtSetupAreDroppedAndTheEagerPortClosesAfterwards) {
   expect_all_succeeded(run_ranks(2, [](Rank& rank) {
     if (rank.boot.rank() == 1) {
-      auto t = make_tcp_transport(rank.boot, options());
+      auto t = eager_transport(rank);
       GuardedBuffer buffer(4096);
       MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
       exchange_regions(rank.boot, mr);
@@ -866,12 +878,13 @@ class OtherSecret final : public Bootstrap {
   std::string secret_;
 };
 
-TEST(TcpTransport, RanksWithDifferentSecretsDoNotConnect) {
+TEST(TcpTransport, RanksWithDifferentSecretsDoNotConnectEagerly) {
   expect_all_succeeded(run_ranks(2, [](Rank& rank) {
     const int r = rank.boot.rank();
     OtherSecret boot(rank.boot, std::string(job_secret::kSecretBytes, char('a' + r)));
     TransportOptions o = options();
     o.timeout_s = 2;
+    setenv("COLL_TCP_CONNECT", "eager", 1);
     try {
       make_tcp_transport(boot, o);
     } catch (const Error& e) {
@@ -1130,7 +1143,7 @@ TEST(TcpTransport, CoalescedFramesSplitAtEveryByteApplyExactly) {
       close(fd);
       return ok ? 0 : 1;
     }
-    auto t = make_tcp_transport(rank.boot, options());
+    auto t = eager_transport(rank);
     GuardedBuffer buffer(kRoundArea * size_t(rounds));
     MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
     exchange_regions(rank.boot, mr);
@@ -1181,7 +1194,7 @@ TEST_P(MalformedLines, AreRefusedAndWriteNothing) {
       close(fd);
       return ok ? 0 : 1;
     }
-    auto t = make_tcp_transport(rank.boot, options());
+    auto t = eager_transport(rank);
     GuardedBuffer buffer(4096);
     MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
     exchange_regions(rank.boot, mr);
@@ -1202,6 +1215,268 @@ INSTANTIATE_TEST_SUITE_P(Tcp, MalformedLines,
                          [](const auto& info) {
                            return std::string(kBadLinesNames[int(info.param)]);
                          });
+
+// ------------------------------------------------------------ on first use
+
+// No connection at setup; then every rank writes to every other at once,
+// each first to its partner (me ^ 1), which writes to it at the same
+// moment: crossing dials. Every write lands, and each pair shares one
+// stream (n - 1 connections). Three rounds, each on a fresh transport.
+TEST(TcpTransport, RanksThatWriteToEachOtherFirstAtOnceShareOneStreamPerPair) {
+  expect_all_succeeded(run_ranks(4, [](Rank& rank) {
+    const int me = rank.boot.rank(), n = rank.boot.size();
+    constexpr size_t kArea = 4096, kFlags = 8 * kArea;
+    for (int round = 0; round < 3; ++round) {
+      auto t = make_tcp_transport(rank.boot, options());
+      CHILD_CHECK(t->connections() == 0, "round %d: %d connections at setup", round,
+                  t->connections());
+      auto* window = static_cast<uint8_t*>(t->alloc_window(kWindowBytes));
+      MemoryRegion* mr = t->reg_write(window, kWindowBytes);
+      const auto remote = exchange_regions(rank.boot, mr);
+      std::vector<uint8_t> source(kArea);
+      for (size_t i = 0; i < kArea; ++i) source[i] = pattern(me, round, i);
+      const uint64_t flag = uint64_t(round + 1);
+      rank.boot.barrier(kTimeout);  // from here, all at once
+      for (int k = 0; k < n; ++k) {
+        const int peer = me ^ (k == 0 ? 1 : k ^ 1);  // the partner first, then the others
+        if (peer == me || (k > 0 && peer == (me ^ 1))) continue;
+        const RemoteRegion& r = remote[size_t(peer)];
+        CHILD_CHECK(t->post_write(peer, 0, source.data(), kArea, nullptr, 0,
+                                  r.addr + kArea * size_t(me), r.rkey) == 0 &&
+                        t->post_write(peer, 0, &flag, 8, nullptr, 0,
+                                      r.addr + kFlags + 8 * uint64_t(me), r.rkey) == 0,
+                    "round %d: write to %d: %s", round, peer, std::strerror(errno));
+      }
+      Waiter wait{*t};
+      const auto* flags = reinterpret_cast<const uint64_t*>(window + kFlags);
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == me) continue;
+        CHILD_CHECK(
+            wait.until([&] { return __atomic_load_n(&flags[peer], __ATOMIC_ACQUIRE) == flag; },
+                       peer),
+            "round %d: flag from %d: %s", round, peer, wait.thrown.c_str());
+        for (size_t i = 0; i < kArea; ++i)
+          CHILD_CHECK(window[kArea * size_t(peer) + i] == pattern(peer, round, i),
+                      "round %d: byte %zu from %d", round, i, peer);
+      }
+      CHILD_CHECK(t->connections() == n - 1, "round %d: %d connections, want one a pair (%d)",
+                  round, t->connections(), n - 1);
+      rank.boot.barrier(kTimeout);  // nobody closes while the others read
+    }
+    return 0;
+  }));
+}
+
+// Rank 2 exits before anyone dialed it: rank 0's first write to it, and
+// rank 1's check on it while it waits for it, fail at once - its port
+// refuses - with COLL_ERR_PEER_LOST naming it. No hang, no timeout.
+TEST(TcpTransport, AFirstWriteToAPeerThatIsGoneIsALostPeer) {
+  const auto statuses = run_ranks(3, [](Rank& rank) {
+    auto t = make_tcp_transport(rank.boot, options());
+    MemoryRegion* mr = t->reg_write(t->alloc_window(4096), 4096);
+    const auto remote = exchange_regions(rank.boot, mr);
+    if (rank.boot.rank() == 2) {
+      std::fflush(nullptr);
+      _exit(0);  // no destructor: the kernel closes the listener
+    }
+    Waiter wait{*t};
+    if (rank.boot.rank() == 0) {
+      const uint64_t one = 1;
+      CHILD_CHECK(t->post_write(2, 0, &one, 8, nullptr, 0, remote[2].addr, remote[2].rkey) == 0,
+                  "posts; the failure is the transport's");
+    }
+    CHILD_CHECK(wait.fails_with(COLL_ERR_PEER_LOST, 2), "status %d/%d: %s", wait.error_status,
+                wait.thrown_status, wait.thrown.c_str());
+    CHILD_CHECK(contains(wait.thrown, "lost rank 2") && contains(wait.thrown, "refuses"),
+                "message: %s", wait.thrown.c_str());
+    CHILD_CHECK(t->connections() == 0, "%d connections", t->connections());
+    return side_barrier(rank, "seen", {0, 1}) ? 0 : 1;
+  });
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[0], 0);
+  EXPECT_EQ(statuses[1], 0);
+  EXPECT_EQ(statuses[2], 0);
+}
+
+// A rank's `left` notices (kWriteLeaving, Channel::quiesce): the one to a
+// peer it has a stream with lands; the one to a peer it never talked to
+// is dropped, not dialed; and once every peer had its notice the rank
+// takes no new connection, so that peer, waiting for it, is refused and
+// knows at once (COLL_ERR_PEER_LOST) - although the rank is still alive.
+TEST(TcpTransport, ALeavingRanksNoticeGoesOnExistingStreamsAndItsPortCloses) {
+  expect_all_succeeded(run_ranks(3, [](Rank& rank) {
+    const int me = rank.boot.rank();
+    auto t = make_tcp_transport(rank.boot, options());
+    auto* window = static_cast<uint64_t*>(t->alloc_window(4096));
+    MemoryRegion* mr = t->reg_write(window, 4096);
+    const auto remote = exchange_regions(rank.boot, mr);
+    Waiter wait{*t};
+    const uint64_t one = 1, left = 7;
+    if (me == 0) {
+      CHILD_CHECK(t->post_write(1, 0, &one, 8, nullptr, 0, remote[1].addr, remote[1].rkey) == 0,
+                  "a write to rank 1");
+      for (int peer : {1, 2})
+        CHILD_CHECK(t->post_write(peer, uint64_t(peer), &left, 8, nullptr,
+                                  kWriteSignaled | kWriteLeaving, remote[size_t(peer)].addr + 8,
+                                  remote[size_t(peer)].rkey) == 0,
+                    "the notice to %d", peer);
+      CHILD_CHECK(wait.until([&] { return wait.has_completed(1) && wait.has_completed(2); }, 1),
+                  "both notices complete: %s", wait.thrown.c_str());
+      CHILD_CHECK(t->connections() == 1, "%d connections: the notice to 2 dialed",
+                  t->connections());
+      CHILD_CHECK(side_barrier(rank, "noticed", {0, 2}), "rank 2 is there");
+    } else if (me == 1) {
+      CHILD_CHECK(
+          wait.until([&] { return __atomic_load_n(&window[1], __ATOMIC_ACQUIRE) == left; }, 0),
+          "the notice: %s", wait.thrown.c_str());
+      CHILD_CHECK(window[0] == one, "the write before it");
+    } else {
+      // Only now: a check on rank 0 before its notices dials it, and makes
+      // the stream the notice then takes.
+      CHILD_CHECK(side_barrier(rank, "noticed", {0, 2}), "rank 0's notices");
+      CHILD_CHECK(wait.fails_with(COLL_ERR_PEER_LOST, 0), "status %d/%d: %s", wait.error_status,
+                  wait.thrown_status, wait.thrown.c_str());
+      CHILD_CHECK(contains(wait.thrown, "lost rank 0") && contains(wait.thrown, "refuses"),
+                  "message: %s", wait.thrown.c_str());
+      CHILD_CHECK(window[1] == 0, "a notice landed");
+    }
+    return side_barrier(rank, "done", {0, 1, 2}) ? 0 : 1;
+  }));
+}
+
+// Lazy: ranks whose secrets differ try at the first write, and never
+// connect: both time out, and the messages say what failed without
+// printing a secret or a proof.
+TEST(TcpTransport, RanksWithDifferentSecretsDoNotConnectAtTheFirstWrite) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    const int r = rank.boot.rank();
+    OtherSecret boot(rank.boot, std::string(job_secret::kSecretBytes, char('a' + r)));
+    TransportOptions o = options();
+    o.timeout_s = 2;
+    auto t = make_tcp_transport(boot, o);
+    MemoryRegion* mr = t->reg_write(t->alloc_window(4096), 4096);
+    const auto remote = exchange_regions(rank.boot, mr);
+    const uint64_t one = 1;
+    CHILD_CHECK(t->post_write(1 - r, 0, &one, 8, nullptr, 0, remote[size_t(1 - r)].addr,
+                              remote[size_t(1 - r)].rkey) == 0,
+                "posts; the failure is the transport's");
+    Waiter wait{*t};
+    CHILD_CHECK(!wait.capture(1 - r) && wait.thrown_status == COLL_ERR_TIMEOUT, "status %d: %s",
+                wait.thrown_status, wait.thrown.c_str());
+    const char* says = r == 0 ? "does it hold this rank's job secret"
+                              : "claiming rank 0 without this job's secret";
+    CHILD_CHECK(contains(wait.thrown, says), "message does not say '%s': %s", says,
+                wait.thrown.c_str());
+    CHILD_CHECK(!contains(wait.thrown, "aaaa") && !contains(wait.thrown, "bbbb"), "a secret in: %s",
+                wait.thrown.c_str());
+    return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+  }));
+}
+
+// The lazy listener is open for the transport's life. The strangers of
+// the eager case, now while rank 1 waits in the library, are dropped and
+// the real rank 0 gets in; afterwards the port still takes connections and
+// still drops strangers - garbage (within the 10 s a stranger has), a
+// hello without the secret, a flood past the table - and a second genuine
+// hello from rank 0, whose pair has its stream; the stream carries on.
+TEST(TcpTransport, StrangersOnALazyRanksOpenPortAreDroppedForItsLife) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    if (rank.boot.rank() == 1) {
+      auto t = make_tcp_transport(rank.boot, options());
+      GuardedBuffer buffer(4096);
+      MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+      exchange_regions(rank.boot, mr);
+      Waiter wait{*t};
+      for (uint64_t k = 0; k < 2; ++k)
+        CHILD_CHECK(wait.until(
+                        [&] {
+                          uint64_t v;
+                          std::memcpy(&v, buffer.data() + 8 * k, 8);
+                          return v == kValidValue + k;
+                        },
+                        0),
+                    "the impostor's valid write %d: %s", int(k), wait.thrown.c_str());
+      CHILD_CHECK(buffer.first_bad_canary() < 0, "canary");
+      CHILD_CHECK(t->connections() == 1, "%d connections", t->connections());
+      return side_barrier(rank, "done", {0, 1}) ? 0 : 1;
+    }
+    // A port rank 1 may dial to check on rank 0 while it waits: it takes
+    // the connection (the kernel does) and never says a word.
+    const int mute = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof sa;
+    CHILD_CHECK(bind(mute, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+                    listen(mute, 16) == 0 &&
+                    getsockname(mute, reinterpret_cast<sockaddr*>(&sa), &len) == 0,
+                "a mute listener");
+    Impostor imp(rank);
+    const tcp_wire::Address peer = imp.join(ntohs(sa.sin_port));
+    const auto remote = exchange_regions(rank.boot, nullptr);
+    auto wrong_hello_dropped = [&] {
+      const int fd = Impostor::dial(peer);
+      tcp_wire::Challenge c{};
+      const bool challenged = fd >= 0 && Impostor::recv_all(fd, &c, sizeof c) &&
+                              c.magic == tcp_wire::kChallengeMagic;
+      const tcp_wire::Hello guessed =
+          Impostor::hello_for(std::string(job_secret::kSecretBytes, '\0'), c);
+      const bool dropped = challenged && Impostor::send_all(fd, &guessed, sizeof guessed) &&
+                           Impostor::closed_by_peer(fd);
+      if (fd >= 0) close(fd);
+      return dropped;
+    };
+    int junk = Impostor::dial(peer);
+    CHILD_CHECK(junk >= 0 && Impostor::send_all(junk, "hello there, this is no hello", 29), "junk");
+    CHILD_CHECK(wrong_hello_dropped(), "a hello without the secret was not dropped");
+    int first = Impostor::dial(peer), second = Impostor::dial(peer);
+    tcp_wire::Challenge c1{}, c2{};
+    CHILD_CHECK(first >= 0 && second >= 0 && Impostor::recv_all(first, &c1, sizeof c1) &&
+                    Impostor::recv_all(second, &c2, sizeof c2),
+                "two challenges");
+    const tcp_wire::Hello replay = Impostor::hello_for(rank.boot.secret(), c1);
+    CHILD_CHECK(Impostor::send_all(second, &replay, sizeof replay), "replay");
+    CHILD_CHECK(Impostor::closed_by_peer(second), "a replayed hello was not dropped");
+    close(first);
+    close(second);
+    std::vector<int> flood;
+    for (int i = 0; i < 200; ++i) {
+      const int f = Impostor::dial(peer);
+      CHILD_CHECK(f >= 0, "flood connection %d: %s", i, std::strerror(errno));
+      flood.push_back(f);
+    }
+    int fd = Impostor::dial(peer);
+    CHILD_CHECK(fd >= 0 && Impostor::greet(fd, rank.boot.secret()), "the real handshake");
+    CHILD_CHECK(Impostor::send_frame(fd, tcp_wire::kWriteFrame, remote[1].rkey, remote[1].addr, 8,
+                                     &kValidValue, 8),
+                "valid write");
+    // The stream is up; the port is still open, and still guarded.
+    int late = Impostor::dial(peer);
+    CHILD_CHECK(late >= 0 && Impostor::send_all(late, "late junk", 9), "a late connection: %s",
+                std::strerror(errno));
+    CHILD_CHECK(wrong_hello_dropped(), "a late hello without the secret was not dropped");
+    int again = Impostor::dial(peer);
+    tcp_wire::Challenge c3{};
+    CHILD_CHECK(again >= 0 && Impostor::recv_all(again, &c3, sizeof c3), "a challenge");
+    const tcp_wire::Hello genuine = Impostor::hello_for(rank.boot.secret(), c3);
+    CHILD_CHECK(Impostor::send_all(again, &genuine, sizeof genuine) &&
+                    Impostor::closed_by_peer(again),
+                "a second connection of rank 0's was taken");
+    for (int f : flood) {
+      CHILD_CHECK(Impostor::closed_by_peer(f), "a flood connection is still open");
+      close(f);
+    }
+    CHILD_CHECK(Impostor::closed_by_peer(junk) && Impostor::closed_by_peer(late),
+                "a garbage connection is still open");
+    const uint64_t next = kValidValue + 1;
+    CHILD_CHECK(Impostor::send_frame(fd, tcp_wire::kWriteFrame, remote[1].rkey, remote[1].addr + 8,
+                                     8, &next, 8),
+                "second valid write");
+    const bool ok = side_barrier(rank, "done", {0, 1});
+    for (int f : {junk, late, again, fd, mute}) close(f);
+    return ok ? 0 : 1;
+  }));
+}
 
 // ------------------------------------------------------------ shm+tcp
 
