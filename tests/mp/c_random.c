@@ -15,7 +15,17 @@
  * (small integers, +-1/+-2 products, quarters), in bfloat16's 8 bits too;
  * integer SUM/PROD wrap, computed on unsigned 64-bit values and truncated
  * to the type's width. Each reducing collective runs a bfloat16 SUM and a
- * float16 MAX in every form. */
+ * float16 MAX in every form.
+ *
+ *   c_random                  the sequence on the world
+ *   c_random MAX_CONNECTIONS  first an allreduce on the world (the tcp
+ *                             suite forces the ring: COLL_ALLREDUCE_ALGO),
+ *                             after which the process must hold at most
+ *                             MAX_CONNECTIONS transport connections
+ *                             (coll_comm_resource_stats: tcp connects on
+ *                             first use, a ring to 2 neighbours); then the
+ *                             sequence on the world and on a split (even
+ *                             and odd ranks) */
 #include <coll/coll.h>
 
 #include <stdint.h>
@@ -589,10 +599,33 @@ static void *allocate(size_t bytes) {
   return p;
 }
 
+/* The whole sequence on comm, whose rank and size c holds: how many steps
+ * failed. */
+static int run_sequence(struct step_case *c, coll_comm_t comm, size_t *elements, int *steps) {
+  int step, errors = 0;
+  for (step = 0; step < ROUNDS * COLLECTIVE_COUNT * FORM_COUNT; ++step) {
+    int result;
+    size_t size;
+    draw_case(c, step);
+    size = coll_datatype_size(c->type);
+    c->send = (unsigned char *)allocate(c->send_count * size);
+    c->recv = (unsigned char *)allocate(c->recv_count * size);
+    c->expected = (unsigned char *)allocate(c->recv_count * size);
+    result = run_step(c, step, comm, elements);
+    free(c->send);
+    free(c->recv);
+    free(c->expected);
+    ++*steps;
+    if (result != 0) ++errors;
+    if (result < 0) break; /* the communicator may be broken: no more collectives */
+  }
+  return errors;
+}
+
 int main(int argc, char **argv) {
-  int rank = -1, ranks = 0, step, status, errors = 0, steps = 0;
+  int rank = -1, ranks = 0, status, errors = 0, steps = 0;
   size_t elements = 0;
-  coll_comm_t world;
+  coll_comm_t world, half = COLL_COMM_NULL;
   struct step_case c;
 
   status = coll_init(&argc, &argv);
@@ -615,21 +648,45 @@ int main(int argc, char **argv) {
   c.rcounts = (size_t *)allocate((size_t)ranks * sizeof(size_t));
   c.matrix = (size_t *)allocate((size_t)ranks * (size_t)ranks * sizeof(size_t));
 
-  for (step = 0; step < ROUNDS * COLLECTIVE_COUNT * FORM_COUNT; ++step) {
-    int result;
-    size_t size;
-    draw_case(&c, step);
-    size = coll_datatype_size(c.type);
-    c.send = (unsigned char *)allocate(c.send_count * size);
-    c.recv = (unsigned char *)allocate(c.recv_count * size);
-    c.expected = (unsigned char *)allocate(c.recv_count * size);
-    result = run_step(&c, step, world, &elements);
-    free(c.send);
-    free(c.recv);
-    free(c.expected);
-    ++steps;
-    if (result != 0) ++errors;
-    if (result < 0) break; /* the communicator may be broken: no more collectives */
+  if (argc > 1) {
+    const unsigned max_connections = (unsigned)strtoul(argv[1], NULL, 10);
+    int64_t x = rank, sum = 0;
+    coll_resource_stats_t stats;
+    int call, stats_status = COLL_SUCCESS;
+    memset(&stats, 0, sizeof stats);
+    /* Read after the first, before the second: no rank can be past the
+     * second (its result needs this rank's input), so none is yet in a
+     * later collective with other peers. */
+    for (call = 0; call < 2; ++call) {
+      status = coll_allreduce(&x, &sum, 1, COLL_INT64, COLL_SUM, world);
+      if (status != COLL_SUCCESS || sum != (int64_t)ranks * (ranks - 1) / 2) {
+        fprintf(stderr, "c_random rank %d: allreduce %d: %s, sum %lld\n", rank, call,
+                coll_strerror(status), (long long)sum);
+        ++errors;
+      }
+      if (call == 0) stats_status = coll_comm_resource_stats(world, &stats);
+    }
+    status = stats_status;
+    if (status != COLL_SUCCESS || stats.connections > max_connections) {
+      fprintf(stderr,
+              "c_random rank %d: after one allreduce (%s) the process holds %u connections, "
+              "wants at most %u (%s)\n",
+              rank, coll_comm_last_algorithm(world, "allreduce"), stats.connections,
+              max_connections, coll_strerror(status));
+      ++errors;
+    }
+    status = coll_comm_split(world, rank % 2, rank, &half);
+    if (status != COLL_SUCCESS) {
+      fprintf(stderr, "c_random rank %d: split: %s\n", rank, coll_strerror(status));
+      ++errors;
+    }
+  }
+  errors += run_sequence(&c, world, &elements, &steps);
+  if (half != COLL_COMM_NULL) {
+    c.rank = rank / 2;
+    c.ranks = (ranks - rank % 2 + 1) / 2;
+    errors += run_sequence(&c, half, &elements, &steps);
+    coll_comm_free(&half);
   }
 
   if (rank == 0 || errors != 0) {
