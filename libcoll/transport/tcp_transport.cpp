@@ -91,11 +91,12 @@
 // it in an error completion, check_peer() throws it with its message.
 //
 // Ordering promise: a writer sends all its frames to a peer on one stream
-// (the pair's), and the target applies frames in stream order, each completely before the next; an 8-byte write to an
-// 8-byte aligned address is one release store. So a flag lands after the
-// data posted before it. Line messages (post_lines) are one frame of their
-// own (tcp_wire::kLinesFrame), gathered whole, each line's flag stored
-// after its payload.
+// (the pair's), and the target applies frames in stream order, each
+// completely before the next; an 8-byte write to an 8-byte aligned address
+// is one release store. So a flag lands after the data posted before it.
+// Line messages (post_lines) are one frame of their own
+// (tcp_wire::kLinesFrame), gathered whole, each line's flag stored after
+// its payload.
 //
 // Syscalls, the cost of the small path (a loopback sendmsg of a small frame
 // is ~1.5 us here, an empty recv or epoll_wait ~0.1 us): one sendmsg per
@@ -200,7 +201,12 @@ constexpr int kAcceptsPerPass = 16;
 constexpr unsigned kListenerEvery = 16;
 
 // What an epoll event is about: the high word of its data.
-enum EventKind : uint32_t { kStreamEvent = 0, kListenerEvent = 1, kStrangerEvent = 2, kDialEvent = 3 };
+enum EventKind : uint32_t {
+  kStreamEvent = 0,
+  kListenerEvent = 1,
+  kStrangerEvent = 2,
+  kDialEvent = 3
+};
 uint64_t event_tag(EventKind kind, uint32_t index) { return uint64_t(kind) << 32 | index; }
 
 Clock::time_point deadline_after(double seconds) {
@@ -519,8 +525,8 @@ class TcpTransport final : public Transport {
   void aim(Dial& d, const Address& a) const {
     // 127.0.0.1 reaches the peer only from its own network namespace
     // (ranks of one machine in several namespaces pose as several hosts).
-    const bool same_netns = std::strcmp(a.host, published_.host) == 0 &&
-                            std::strcmp(a.netns, published_.netns) == 0;
+    const bool same_netns =
+        std::strcmp(a.host, published_.host) == 0 && std::strcmp(a.netns, published_.netns) == 0;
     d.ip = same_netns && a.bound_any ? "127.0.0.1" : a.ip;
     d.port = a.port;
   }
@@ -841,12 +847,12 @@ class TcpTransport final : public Transport {
   // under way. Refused like a stranger: the higher rank dials again a little
   // later, and by then has taken the lower's connection, or takes it then.
   std::string crossing(int h) const {
-    if (peers_[size_t(h)].fd)
-      return strfmt("a second connection from rank %d, which has one", h);
+    if (peers_[size_t(h)].fd) return strfmt("a second connection from rank %d, which has one", h);
     if (h > rank_ && dials_[size_t(h)].active)
-      return strfmt("a connection from rank %d that crossed this rank's to it (the lower rank's "
-                    "stands)",
-                    h);
+      return strfmt(
+          "a connection from rank %d that crossed this rank's to it (the lower rank's "
+          "stands)",
+          h);
     return "";
   }
 
@@ -869,9 +875,9 @@ class TcpTransport final : public Transport {
     // A stranger's socket is in the set already; a dial's too.
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev) != 0 &&
         (errno != ENOENT || epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev) != 0)) {
-      mark_failed(COLL_ERR_NO_RESOURCES, peer,
-                  strfmt("tcp transport: epoll_ctl for rank %d's stream: %s", peer,
-                         std::strerror(errno)));
+      mark_failed(
+          COLL_ERR_NO_RESOURCES, peer,
+          strfmt("tcp transport: epoll_ctl for rank %d's stream: %s", peer, std::strerror(errno)));
       return;
     }
     p.reading = true;
@@ -1108,17 +1114,18 @@ class TcpTransport final : public Transport {
         const Dial& d = dials_[size_t(peer)];
         std::string why;
         if (d.drops > 0)
-          why = strfmt(" (%s, %d time(s): does it hold this rank's job secret, COLL_JOB_SECRET or "
-                       "PMIx's?)",
-                       d.last_drop.c_str(), d.drops);
+          why = strfmt(
+              " (%s, %d time(s): does it hold this rank's job secret, COLL_JOB_SECRET or "
+              "PMIx's?)",
+              d.last_drop.c_str(), d.drops);
         const std::string dropped = ignored_.summary();
         mark_failed(COLL_ERR_TIMEOUT, peer,
                     strfmt("rank %d timed out after %.1f s connecting to rank %d over tcp at "
                            "%s:%u%s: a first write waits for the peer to take the connection "
                            "in a libcoll call (COLL_TIMEOUT=%g; firewall? COLL_TCP_IFACE / "
                            "COLL_TCP_ADDR)%s%s",
-                           rank_, timeout_s_, peer, d.ip, unsigned(d.port), why.c_str(),
-                           timeout_s_, dropped.empty() ? "" : "; ignored: ", dropped.c_str()));
+                           rank_, timeout_s_, peer, d.ip, unsigned(d.port), why.c_str(), timeout_s_,
+                           dropped.empty() ? "" : "; ignored: ", dropped.c_str()));
         break;
       }
       pollfd fds[1] = {{epoll_.get(), POLLIN, 0}};

@@ -14,14 +14,16 @@
 
 namespace coll {
 
-// Every rank reaches every other through TCP (COLL_TRANSPORT=tcp).
+// Every rank reaches every other through TCP (COLL_TRANSPORT=tcp), over a
+// connection made when one of the two first writes to the other
+// (COLL_TCP_CONNECT=eager: all of them at setup); see tcp_transport.cpp.
 std::unique_ptr<Transport> make_tcp_transport(Bootstrap& boot, const TransportOptions& opts);
 
-// The tcp half of the shm+tcp transport: connects only to the ranks marked
-// in `reach`, and checks incoming writes against `regions`, the table of
-// the shm half (one rkey space for both paths). It has no windows and
-// registers nothing itself: reg_write and alloc_window throw
-// (COLL_ERR_INTERNAL).
+// The tcp half of the shm+tcp transport: serves only the ranks marked in
+// `reach` (and connects to them as the tcp transport does), and checks
+// incoming writes against `regions`, the table of the shm half (one rkey
+// space for both paths). It has no windows and registers nothing itself:
+// reg_write and alloc_window throw (COLL_ERR_INTERNAL).
 std::unique_ptr<Transport> make_tcp_transport_part(Bootstrap& boot, const TransportOptions& opts,
                                                    const std::vector<bool>& reach,
                                                    const RegionEntry* regions);
@@ -30,8 +32,9 @@ std::unique_ptr<Transport> make_tcp_transport_part(Bootstrap& boot, const Transp
 // ranks of one job share an architecture.
 namespace tcp_wire {
 
-// A connection opens with a handshake of three fixed-size messages, and
-// nothing larger is read before it is verified:
+// A connection (made by whichever rank of the pair writes first, or by both
+// at once: then the lower rank's stands) opens with a handshake of three
+// fixed-size messages, and nothing larger is read before it is verified:
 //   accepting rank -> connecting rank: Challenge, a fresh random nonce;
 //   connecting -> accepting: Hello, naming both ranks and the job size,
 //     with a nonce of its own and hello_proof() over both nonces;

@@ -1316,10 +1316,10 @@ TEST(TcpTransport, ALeavingRanksNoticeGoesOnExistingStreamsAndItsPortCloses) {
       CHILD_CHECK(t->post_write(1, 0, &one, 8, nullptr, 0, remote[1].addr, remote[1].rkey) == 0,
                   "a write to rank 1");
       for (int peer : {1, 2})
-        CHILD_CHECK(t->post_write(peer, uint64_t(peer), &left, 8, nullptr,
-                                  kWriteSignaled | kWriteLeaving, remote[size_t(peer)].addr + 8,
-                                  remote[size_t(peer)].rkey) == 0,
-                    "the notice to %d", peer);
+        CHILD_CHECK(
+            t->post_write(peer, uint64_t(peer), &left, 8, nullptr, kWriteSignaled | kWriteLeaving,
+                          remote[size_t(peer)].addr + 8, remote[size_t(peer)].rkey) == 0,
+            "the notice to %d", peer);
       CHILD_CHECK(wait.until([&] { return wait.has_completed(1) && wait.has_completed(2); }, 1),
                   "both notices complete: %s", wait.thrown.c_str());
       CHILD_CHECK(t->connections() == 1, "%d connections: the notice to 2 dialed",
@@ -1417,8 +1417,8 @@ TEST(TcpTransport, StrangersOnALazyRanksOpenPortAreDroppedForItsLife) {
     auto wrong_hello_dropped = [&] {
       const int fd = Impostor::dial(peer);
       tcp_wire::Challenge c{};
-      const bool challenged = fd >= 0 && Impostor::recv_all(fd, &c, sizeof c) &&
-                              c.magic == tcp_wire::kChallengeMagic;
+      const bool challenged =
+          fd >= 0 && Impostor::recv_all(fd, &c, sizeof c) && c.magic == tcp_wire::kChallengeMagic;
       const tcp_wire::Hello guessed =
           Impostor::hello_for(std::string(job_secret::kSecretBytes, '\0'), c);
       const bool dropped = challenged && Impostor::send_all(fd, &guessed, sizeof guessed) &&
@@ -1459,9 +1459,9 @@ TEST(TcpTransport, StrangersOnALazyRanksOpenPortAreDroppedForItsLife) {
     tcp_wire::Challenge c3{};
     CHILD_CHECK(again >= 0 && Impostor::recv_all(again, &c3, sizeof c3), "a challenge");
     const tcp_wire::Hello genuine = Impostor::hello_for(rank.boot.secret(), c3);
-    CHILD_CHECK(Impostor::send_all(again, &genuine, sizeof genuine) &&
-                    Impostor::closed_by_peer(again),
-                "a second connection of rank 0's was taken");
+    CHILD_CHECK(
+        Impostor::send_all(again, &genuine, sizeof genuine) && Impostor::closed_by_peer(again),
+        "a second connection of rank 0's was taken");
     for (int f : flood) {
       CHILD_CHECK(Impostor::closed_by_peer(f), "a flood connection is still open");
       close(f);
