@@ -1120,10 +1120,10 @@ class TcpTransport final : public Transport {
               d.last_drop.c_str(), d.drops);
         const std::string dropped = ignored_.summary();
         mark_failed(COLL_ERR_TIMEOUT, peer,
-                    strfmt("rank %d timed out after %.1f s connecting to rank %d over tcp at "
-                           "%s:%u%s: a first write waits for the peer to take the connection "
-                           "in a libcoll call (COLL_TIMEOUT=%g; firewall? COLL_TCP_IFACE / "
-                           "COLL_TCP_ADDR)%s%s",
+                    strfmt("rank %d timed out after %.1f s waiting for a handshake from rank %d "
+                           "over tcp at %s:%u%s: a first write to a peer waits until the peer "
+                           "takes the connection in a libcoll call (COLL_TIMEOUT=%g; firewall? "
+                           "COLL_TCP_IFACE / COLL_TCP_ADDR)%s%s",
                            rank_, timeout_s_, peer, d.ip, unsigned(d.port), why.c_str(), timeout_s_,
                            dropped.empty() ? "" : "; ignored: ", dropped.c_str()));
         break;
