@@ -21,13 +21,13 @@
 // One stream per pair, carrying both directions: whoever needs it first
 // dials, the other uses it too (a ring's credits flow back on the stream
 // its data came by: 2 sockets a rank, not 4). When both dial at once, the
-// lower rank's connection stands: the higher rank refuses no hello, but the
-// lower refuses the higher's while its own dial to it is under way, and
-// the higher, once it has taken the lower's, drops its own dial (which the
-// lower never took). The ordering promise is per writer and target, and a
-// writer's frames to a peer all go on the one stream, so it holds. (Two
-// streams per pair, one per direction, would need no tie-break, but double
-// the sockets of a pair whose credits flow back.)
+// lower rank's connection stands: the lower refuses the higher's hello
+// while its own dial to it is under way, and the higher takes the lower's
+// and drops its own dial (which the lower never took). The ordering
+// promise is per writer and target, and a writer's frames to a peer all go
+// on the one stream, so it holds. (Two streams per pair, one per
+// direction, would need no tie-break, but double the sockets of a pair
+// whose credits flow back.)
 //
 // A connection is authenticated both ways before it carries a frame
 // (tcp_wire::Challenge / Hello / Welcome): the accepting rank sends a fresh
@@ -62,7 +62,11 @@
 // had its notice the listener closes. So a peer that waits for the first
 // message of a rank that finalized is refused at its check, and fails with
 // COLL_ERR_PEER_LOST at once, as the notice would have failed it. A peer
-// that talked to it has the stream, and the notice on it.
+// that talked to it has the stream, and the notice on it. And no first
+// write waits for a rank in its final barrier: it enters the barrier after
+// its quiesce, so with its listener closed, and is refused at once. (After
+// its quiesce a rank needs nothing more from anyone but credits for what
+// it sent, which go on the stream that carried it.)
 //
 // Knobs:
 //   COLL_TCP_CONNECT=lazy   connections on first use (the default), or
