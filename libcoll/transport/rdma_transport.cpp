@@ -29,6 +29,22 @@
 // All channel fds are non-blocking: no rank ever blocks inside librdmacm.
 // The dialing rank's number travels as CM private data.
 //
+// Lost and leaving peers. A QP whose connection ends (DISCONNECTED) is a
+// lost peer, as before. A peer this rank has no QP with, either way, can be
+// known dead only by asking: a check_peer on it (a wait for it that lasted
+// 10 ms) dials it in the background - the QP this rank's write would make
+// anyway - and a refused connection (the process, and its listener, gone)
+// is a lost peer. A rank that finalizes posts its `left` notice to every
+// peer with kWriteLeaving (Channel::quiesce): where this rank has no QP the
+// notice is dropped, not dialed - dialing would be the full mesh again at
+// finalize, and a dial to a peer already in its final bootstrap barrier,
+// which accepts nothing there, would wait for its timeout. Its credits go
+// on the QPs that carried the traffic they answer. (Unlike tcp, the
+// listener stays open to the end: destroying the last rdma_cm id on a
+// device may close the device under the PD. So a rank that waits for the
+// first message of a rank that finalized, an erroneous program, waits for
+// COLL_TIMEOUT instead of being refused.)
+//
 // librdmacm ids made by rdma_create_ep / rdma_get_request are "synchronous":
 // each has a private event channel and the library's calls wait on it. Making
 // those fds O_NONBLOCK turns the waits inside rdma_connect/rdma_accept into
@@ -846,6 +862,12 @@ int RdmaTransport::post_write(int peer, uint64_t context, const void* local_addr
     errno = ENOTCONN;
     return -1;
   }
+  if ((flags & kWriteLeaving) && p.state != State::kEstablished) {
+    // A `left` notice where this rank has no QP: dropped (see the header),
+    // complete at once.
+    if (flags & kWriteSignaled) ready_.push_back({context, peer, 0});
+    return 0;
+  }
   if (!ensure_connected(peer)) return -1;
   if (mr == nullptr && length > max_inline_) {
     errno = EINVAL;  // what this QP's provider grants inline is known now
@@ -996,9 +1018,12 @@ void RdmaTransport::check_peer(int peer) {
   progress_connections();
   if (peer >= 0 && peer < size_ && peer != rank_ && reaches(peer)) {
     Peer& p = peers_[static_cast<size_t>(peer)];
-    // A peer this rank has no QP with, either way, is not watched here: a
-    // wait on it ends by the timeout, as for any rank that stays silent.
+    // A peer this rank has no QP with, either way: dial it in the
+    // background (the header's "Lost and leaving peers"), so that a refusal
+    // tells a rank that waits for it that it is gone.
     try {
+      if (!failed_ && !p.lost && p.state == State::kNone && p.in_state == State::kNone)
+        start_connect(peer);
       if (!p.lost && p.state == State::kEstablished) read_events(peer, false);
       if (!p.lost && p.in_state == State::kEstablished) read_events(peer, true);
     } catch (const Error& e) {

@@ -60,11 +60,11 @@ static_assert(sizeof(RemoteRegion) == 24, "RemoteRegion travels as 24 bytes, no 
 enum : int {
   kWriteSignaled = 1,  // IBV_SEND_SIGNALED: report a Completion
   // The `left` notice of a rank that finalizes (Channel::quiesce): a
-  // backend that connects on first use (tcp) sends it only where a
+  // backend that connects on first use (tcp, rdma) sends it only where a
   // connection exists, and drops it (accepted, completed) elsewhere; once
-  // every peer had it, that backend takes no new connections, so a peer
-  // that dials it later learns the same (tcp_transport.cpp, "Lost and
-  // leaving peers"). The others ignore the flag.
+  // every peer had it, tcp takes no new connections, so a peer that dials
+  // it later learns the same (tcp_transport.cpp and rdma_transport.cpp,
+  // "Lost and leaving peers"). shm ignores the flag.
   kWriteLeaving = 2,
 };
 

@@ -768,14 +768,26 @@ TEST_F(RdmaTransportTest, QueuePairsAreMadeOnlyForThePeersWrittenTo) {
     while (transport->connections() < 2 && Clock::now() < deadline) transport->check_peer(left);
     CHILD_CHECK(transport->connections() == 2, "%d connections after a ring of writes at np %d",
                 transport->connections(), n);
+    // A `left` notice (kWriteLeaving) to the rank opposite, with which this
+    // rank has no QP, is dropped, complete at once: finalize dials nobody.
+    const int opposite = (me + 2) % n;
+    CHILD_CHECK(transport->post_write(opposite, 55, &value, 8, nullptr,
+                                      kWriteSignaled | kWriteLeaving,
+                                      remote[static_cast<size_t>(opposite)].addr,
+                                      remote[static_cast<size_t>(opposite)].rkey) == 0,
+                "left notice to rank %d: %s", opposite, std::strerror(errno));
+    CHILD_CHECK(driver.wait_completion(55), "the dropped notice's completion");
+    CHILD_CHECK(transport->connections() == 2, "%d connections after a dropped notice",
+                transport->connections());
     boot.barrier(kSetupTimeout);  // nobody disconnects while others still write
     CHILD_CHECK(transport->dereg(mr) == 0, "dereg");
     return 0;
   }));
 }
 
-// A first write to a rank that is gone fails, naming the rank, and does not
-// hang; so do later calls (the failure is sticky).
+// A rank that is gone before anyone wrote to it: a check on it says so
+// (PEER_LOST), and a first write to it fails, naming the rank, and does
+// not hang; so do later calls (the failure is sticky).
 TEST_F(RdmaTransportTest, AFirstWriteToARankThatIsGoneFails) {
   expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
     std::unique_ptr<Transport> transport = make_transport(boot);
@@ -788,6 +800,19 @@ TEST_F(RdmaTransportTest, AFirstWriteToARankThatIsGoneFails) {
       _exit(0);  // no teardown: the kernel closes the listener
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 is gone
+    // A wait on it learns it: check_peer dials a peer it has no QP with,
+    // and the refusal is a lost peer.
+    auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
+    for (;;) {
+      try {
+        transport->check_peer(1);
+      } catch (const Error& e) {
+        CHILD_CHECK(e.status() == COLL_ERR_PEER_LOST, "status %d: %s", e.status(), e.what());
+        break;
+      }
+      CHILD_CHECK(Clock::now() < deadline, "rank 1 is gone but a check on it does not say so");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     const uint64_t value = 1;
     CHILD_CHECK(transport->post_write(1, 0, &value, 8, nullptr, 0, remote[1].addr,
                                       remote[1].rkey) == -1,
