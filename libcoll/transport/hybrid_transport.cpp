@@ -8,6 +8,8 @@
 // order), so a flag still lands after its data.
 #include "transport/hybrid_transport.hpp"
 
+#include <utility>
+
 #include "bootstrap/bootstrap.hpp"
 #include "error.hpp"
 #include "transport/shm_transport.hpp"
@@ -21,18 +23,12 @@ class HybridTransport final : public Transport {
   HybridTransport(Bootstrap& boot, const TransportOptions& opts,
                   const std::vector<std::string>& hosts)
       : rank_(boot.rank()), size_(boot.size()) {
-    if (hosts.size() != size_t(size_))
-      fail(COLL_ERR_INTERNAL, "shm+tcp: %zu host identities for %d ranks", hosts.size(), size_);
-    std::vector<bool> remote(static_cast<size_t>(size_));
-    same_host_.resize(size_t(size_));
-    for (int r = 0; r < size_; ++r) {
-      same_host_[size_t(r)] = hosts[size_t(r)] == hosts[size_t(rank_)];
-      remote[size_t(r)] = !same_host_[size_t(r)];
-    }
+    HostSplit split = split_by_host(rank_, size_, hosts, "shm+tcp");
+    same_host_ = std::move(split.same_host);
     // Both halves run their bootstrap exchanges on every rank, in this
     // order, whatever this rank's mix of peers.
     shm_ = make_shm_transport_part(boot, opts, same_host_);
-    tcp_ = make_tcp_transport_part(boot, opts, remote, shm_.regions);
+    tcp_ = make_tcp_transport_part(boot, opts, split.remote, shm_.regions);
   }
 
   const char* name() const override { return "shm+tcp"; }
@@ -128,6 +124,20 @@ class HybridTransport final : public Transport {
 };
 
 }  // namespace
+
+HostSplit split_by_host(int rank, int size, const std::vector<std::string>& hosts,
+                        const char* name) {
+  if (hosts.size() != size_t(size))
+    fail(COLL_ERR_INTERNAL, "%s: %zu host identities for %d ranks", name, hosts.size(), size);
+  HostSplit split;
+  split.same_host.resize(size_t(size));
+  split.remote.resize(size_t(size));
+  for (int r = 0; r < size; ++r) {
+    split.same_host[size_t(r)] = hosts[size_t(r)] == hosts[size_t(rank)];
+    split.remote[size_t(r)] = !split.same_host[size_t(r)];
+  }
+  return split;
+}
 
 std::unique_ptr<Transport> make_hybrid_transport(Bootstrap& boot, const TransportOptions& opts,
                                                  const std::vector<std::string>& hosts) {

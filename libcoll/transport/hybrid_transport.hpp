@@ -11,6 +11,16 @@
 
 namespace coll {
 
+// Each hybrid's two halves' reach: same_host[r] (this rank included) for
+// the shm half, remote[r] for the network half. hosts[r]: rank r's
+// host_identity(); `name` for the message when the list is the wrong size.
+struct HostSplit {
+  std::vector<bool> same_host;
+  std::vector<bool> remote;
+};
+HostSplit split_by_host(int rank, int size, const std::vector<std::string>& hosts,
+                        const char* name);
+
 // hosts[r]: rank r's host_identity() (gather_host_map). Every rank
 // must pass the same list.
 std::unique_ptr<Transport> make_hybrid_transport(Bootstrap& boot, const TransportOptions& opts,

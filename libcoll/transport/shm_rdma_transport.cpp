@@ -38,6 +38,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -60,18 +61,12 @@ class ShmRdmaTransport final : public Transport {
   ShmRdmaTransport(Bootstrap& boot, const TransportOptions& opts,
                    const std::vector<std::string>& hosts)
       : rank_(boot.rank()), size_(boot.size()) {
-    if (hosts.size() != size_t(size_))
-      fail(COLL_ERR_INTERNAL, "shm+rdma: %zu host identities for %d ranks", hosts.size(), size_);
-    std::vector<bool> remote(static_cast<size_t>(size_));
-    same_host_.resize(size_t(size_));
-    for (int r = 0; r < size_; ++r) {
-      same_host_[size_t(r)] = hosts[size_t(r)] == hosts[size_t(rank_)];
-      remote[size_t(r)] = !same_host_[size_t(r)];
-    }
+    HostSplit split = split_by_host(rank_, size_, hosts, "shm+rdma");
+    same_host_ = std::move(split.same_host);
     // Both halves run their bootstrap exchanges on every rank, in this
     // order, whatever this rank's mix of peers.
     shm_ = make_shm_transport_part(boot, opts, same_host_);
-    rdma_ = make_rdma_transport_part(boot, opts, remote);
+    rdma_ = make_rdma_transport_part(boot, opts, split.remote);
   }
 
   const char* name() const override { return "shm+rdma"; }

@@ -703,13 +703,7 @@ class TcpTransport final : public Transport {
         }
       }
       const auto later = Clock::now();
-      for (Stranger& s : strangers)
-        if (!s.gone && later >= s.expires) {
-          ignored.add("a connection that sent no hello within " +
-                      std::to_string(kHelloWithinSeconds) + " s");
-          s.gone = true;
-        }
-      std::erase_if(strangers, [](const Stranger& s) { return s.gone; });
+      drop_silent_strangers(strangers, later, ignored);
       if (missing == 0) {
         // Every lower rank is in: nobody else may connect, and whoever
         // is still unidentified is nobody this rank waits for.
@@ -738,6 +732,20 @@ class TcpTransport final : public Transport {
       return more == 0 ? text : strfmt("%s; and %zu more", text.c_str(), more);
     }
   };
+
+  // Drops the strangers whose hello is overdue at `now`
+  // (kHelloWithinSeconds), noting why in `ignored`, and forgets the ones
+  // already gone.
+  static void drop_silent_strangers(std::deque<Stranger>& strangers, Clock::time_point now,
+                                    Ignored& ignored) {
+    for (Stranger& st : strangers)
+      if (!st.gone && now >= st.expires) {
+        ignored.add("a connection that sent no hello within " +
+                    std::to_string(kHelloWithinSeconds) + " s");
+        st.gone = true;
+      }
+    std::erase_if(strangers, [](const Stranger& st) { return st.gone; });
+  }
 
   // Accepts what the listener has (a few per pass, so that hellos that
   // arrived are read between batches) and challenges each new connection.
@@ -1149,13 +1157,7 @@ class TcpTransport final : public Transport {
     }
     if (strangers_.empty() && active_dials_ == 0) return;
     const auto now = Clock::now();
-    for (Stranger& st : strangers_)
-      if (!st.gone && now >= st.expires) {
-        ignored_.add("a connection that sent no hello within " +
-                     std::to_string(kHelloWithinSeconds) + " s");
-        st.gone = true;
-      }
-    std::erase_if(strangers_, [](const Stranger& st) { return st.gone; });
+    drop_silent_strangers(strangers_, now, ignored_);
     for (int q = 0; q < size_ && active_dials_ > 0 && !failed_; ++q) {
       Dial& d = dials_[size_t(q)];
       if (!d.active || d.state != Dial::kIdle || now < d.redial_at) continue;

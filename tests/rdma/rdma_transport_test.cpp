@@ -175,6 +175,23 @@ int connect_all_pairs(Transport& transport, FileBootstrap& boot) {
   return 0;
 }
 
+// Checks peer (bounded) until the check throws: 0 when it said
+// COLL_ERR_PEER_LOST, 1 after CHILD_CHECK reported otherwise.
+int wait_until_lost(Transport& transport, int peer) {
+  auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
+  for (;;) {
+    try {
+      transport.check_peer(peer);
+    } catch (const Error& e) {
+      CHILD_CHECK(e.status() == COLL_ERR_PEER_LOST, "status %d: %s", e.status(), e.what());
+      return 0;
+    }
+    CHILD_CHECK(Clock::now() < deadline, "rank %d is gone but a check on it does not say so",
+                peer);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 // ---------------------------------------------------------------- data + flag
 
 struct ExchangeCase {
@@ -802,17 +819,7 @@ TEST_F(RdmaTransportTest, AFirstWriteToARankThatIsGoneFails) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 is gone
     // A wait on it learns it: check_peer dials a peer it has no QP with,
     // and the refusal is a lost peer.
-    auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
-    for (;;) {
-      try {
-        transport->check_peer(1);
-      } catch (const Error& e) {
-        CHILD_CHECK(e.status() == COLL_ERR_PEER_LOST, "status %d: %s", e.status(), e.what());
-        break;
-      }
-      CHILD_CHECK(Clock::now() < deadline, "rank 1 is gone but a check on it does not say so");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    if (wait_until_lost(*transport, 1) != 0) return 1;
     const uint64_t value = 1;
     CHILD_CHECK(transport->post_write(1, 0, &value, 8, nullptr, 0, remote[1].addr,
                                       remote[1].rkey) == -1,
@@ -835,17 +842,7 @@ TEST_F(RdmaTransportTest, PeerThatExitsIsReportedLost) {
       std::fflush(nullptr);
       _exit(0);  // no teardown: the kernel closes the connection
     }
-    auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
-    for (;;) {
-      try {
-        transport->check_peer(1);
-      } catch (const Error& e) {
-        CHILD_CHECK(e.status() == COLL_ERR_PEER_LOST, "status %d: %s", e.status(), e.what());
-        break;
-      }
-      CHILD_CHECK(Clock::now() < deadline, "rank 1 exited but is not reported lost");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    if (wait_until_lost(*transport, 1) != 0) return 1;
     uint64_t value = 1;
     CHILD_CHECK(transport->post_write(1, 0, &value, sizeof value, nullptr, 0, 0, 0) == -1,
                 "a write to a lost peer must fail");
