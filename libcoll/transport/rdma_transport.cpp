@@ -602,6 +602,12 @@ void RdmaTransport::start_connect(int peer) {
   } else if (errno == EAGAIN) {
     p.state = State::kConnecting;
     handshaking_.push_back(peer);
+  } else if (errno == ECONNREFUSED) {
+    // Nothing listens there any more: the rank's process is gone.
+    fail(COLL_ERR_PEER_LOST,
+         "RDMA transport: rank %d could not connect to rank %d at %s:%s: refused, the rank has "
+         "left (finalized or failed)",
+         rank_, peer, ip.c_str(), port.c_str());
   } else {
     fail_errno(COLL_ERR_TRANSPORT, errno,
                "RDMA transport: rdma_connect from rank %d to rank %d failed", rank_, peer);
