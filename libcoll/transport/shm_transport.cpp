@@ -308,10 +308,12 @@ class ShmTransport final : public Transport {
   }
   bool needs_local_registration() const override { return false; }
   // A CMA write (process_vm_writev) is one copy where the slots take two,
-  // but it pins the target's pages one by one: at np 2 it wins from 16 KiB
-  // (ring bcast 16-256 KiB 1.5-2.0x faster, ring allreduce 32 KiB-4 MiB
-  // 1.1-1.4x) and ring bcast loses from 2 MiB (1.45x at 4 MiB), where the
-  // selection table takes scatter_allgather, which does not use it. Off
+  // but it pins the target's pages one by one. Measured at np 2 on a
+  // 2-core VM, in coll_bench_mpi's loop (MPI_Barrier for both libraries),
+  // root 0: ring bcast 16-256 KiB 1.4-1.7x faster, ring allreduce 32-256
+  // KiB 1.15-1.3x (64 KiB unsettled); forced ring bcast loses from 2 MiB
+  // (1.45x at 4 MiB), where the selection table takes scatter_allgather,
+  // which does not use it. Not measured at np 4+ (no rule picks a ring). Off
   // where CMA is refused (Yama ptrace_scope >= 1, a seccomp profile that
   // blocks it): every rank of the job then agrees on 0 (cma_works).
   size_t default_zcopy_threshold() const override { return cma_works_ ? size_t(16) << 10 : 0; }

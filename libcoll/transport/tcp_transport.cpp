@@ -1096,6 +1096,12 @@ class TcpTransport final : public Transport {
     ++active_dials_;
     d.drops = 0;
     d.last_drop.clear();
+    try_start_dial(q, d);
+  }
+
+  // A dial that cannot even start fails the transport (sticky), never
+  // throws out of the progress engine.
+  void try_start_dial(int q, Dial& d) {
     try {
       start_dial(q, d);
     } catch (const Error& e) {
@@ -1161,13 +1167,7 @@ class TcpTransport final : public Transport {
     for (int q = 0; q < size_ && active_dials_ > 0 && !failed_; ++q) {
       Dial& d = dials_[size_t(q)];
       if (!d.active || d.state != Dial::kIdle || now < d.redial_at) continue;
-      try {
-        start_dial(q, d);
-      } catch (const Error& e) {
-        end_dial(d);
-        d.fd.reset();
-        mark_failed(e.status(), q, e.what());
-      }
+      try_start_dial(q, d);
     }
   }
 
