@@ -375,7 +375,13 @@ bool Channel::ReleaseWait::try_now() {
 
 void Channel::do_release(int peer) {
   const uint64_t consumed = ++received_[size_t(peer)];
-  post_to_window(peer, &consumed, sizeof consumed, layout_.credit(rank_));
+  // Deferrable (kWriteDeferrable): the peer needs this credit only for a
+  // message num_slots - 1 ahead of what this rank has consumed, and this
+  // rank polls - sending it - before any wait; tcp sends it with its next
+  // write to the peer, often the next call's message, in one system call.
+  const RemoteRegion& w = peers_[size_t(peer)];
+  post(peer, 0, &consumed, sizeof consumed, nullptr, kWriteDeferrable,
+       w.addr + layout_.credit(rank_), w.rkey);
 }
 
 void Channel::expose(int peer, void* buf, size_t len) {

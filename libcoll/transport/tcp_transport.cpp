@@ -122,6 +122,11 @@
 // holds a sender up, and only until the timeout. A first write waits for
 // its connection for the same reason: queued behind a dial, it would move
 // only when this rank next calls the library.
+// The one exception is a credit (kWriteDeferrable), which needs no peer to
+// wait for it while this rank is in the library: it is held until the
+// next frame to that peer, which carries it in the same sendmsg (an
+// allreduce's next message, typically), or until the next receive pass
+// (defer_write).
 //
 // No threads: everything runs in the caller's thread. (A thread that
 // answered handshakes would let a first write go through while the peer
@@ -274,8 +279,17 @@ struct Receiver {
   std::string text;
 };
 
+// A credit held back (kWriteDeferrable): sent before, and in the same
+// sendmsg as, the next frame to its peer, or at the next receive pass.
+struct DeferredWrite {
+  FrameHeader header;
+  uint64_t value;
+};
+constexpr size_t kMaxDeferred = 8;  // per peer: one per communicator it shares, in practice
+
 struct Peer {
   UniqueFd fd;           // the pair's stream, once authenticated both ways
+  std::vector<DeferredWrite> deferred;  // in posting order
   bool reach = false;    // a tcp peer (this rank's other transport serves it otherwise)
   bool reading = false;  // registered in epoll; false once its stream is broken
   bool noticed = false;  // this rank's `left` notice went to it (kWriteLeaving)
@@ -381,6 +395,9 @@ class TcpTransport final : public Transport {
     if (!failed_ && !dropped) {
       if (peer == rank_)
         write_to_self(local_addr, length, remote_addr, rkey);
+      else if ((flags & kWriteDeferrable) && !(flags & kWriteSignaled) &&
+               length == sizeof(uint64_t) && peers_[size_t(peer)].fd)
+        defer_write(peer, local_addr, remote_addr, rkey);
       else
         send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, local_addr, length);
       network_bytes_ += peer == rank_ ? 0 : length;
@@ -1210,19 +1227,80 @@ class TcpTransport final : public Transport {
 
   // --- sending -------------------------------------------------------
 
-  // Hands header, flag (a lines frame's, else null) and payload to the
-  // kernel in one sendmsg (see "Sends" at the top).
+  // Credits (kWriteDeferrable). Why holding one back is safe: the peer
+  // needs it only to send a message num_slots - 1 past what this rank has
+  // consumed, and this rank sends it at its next receive pass, which every
+  // wait in the library makes, or with its next frame to the peer. So the
+  // peer can wait on it only while this rank is outside the library - as it
+  // would one message later without deferral. A credit at the same address
+  // replaces the one held there (counts only grow).
+  void defer_write(int peer, const void* src, uint64_t remote_addr, uint32_t rkey) {
+    Peer& p = peers_[size_t(peer)];
+    uint64_t value;
+    std::memcpy(&value, src, sizeof value);
+    for (DeferredWrite& d : p.deferred)
+      if (d.header.remote_addr == remote_addr && d.header.rkey == rkey) {
+        d.value = value;
+        return;
+      }
+    if (p.deferred.size() == kMaxDeferred) send_deferred(peer);
+    if (p.deferred.empty()) ++deferring_peers_;
+    p.deferred.push_back({{tcp_wire::kFrameMagic, tcp_wire::kWriteFrame, rkey, 0, remote_addr,
+                           sizeof value},
+                          value});
+  }
+
+  // Moves peer's held credits into out (room for kMaxDeferred) and points
+  // two iovecs at each: they go first, in the same sendmsg.
+  size_t take_deferred(Peer& p, DeferredWrite* out, iovec* iov) {
+    const size_t n = p.deferred.size();
+    if (n == 0) return 0;
+    std::copy(p.deferred.begin(), p.deferred.end(), out);
+    p.deferred.clear();
+    --deferring_peers_;
+    for (size_t i = 0; i < n; ++i) {
+      iov[2 * i] = {&out[i].header, sizeof out[i].header};
+      iov[2 * i + 1] = {&out[i].value, sizeof out[i].value};
+    }
+    return 2 * n;
+  }
+
+  void send_deferred(int peer) {
+    DeferredWrite held[kMaxDeferred];
+    iovec iov[2 * kMaxDeferred];
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = take_deferred(peers_[size_t(peer)], held, iov);
+    if (msg.msg_iovlen > 0) send_message(peer, msg);
+  }
+
+  void send_all_deferred() {
+    for (int r = 0; r < size_ && deferring_peers_ > 0; ++r)
+      if (!peers_[size_t(r)].deferred.empty()) send_deferred(r);
+  }
+
+  // Hands the held credits, header, flag (a lines frame's, else null) and
+  // payload to the kernel in one sendmsg (see "Sends" at the top).
   void send_frame(int peer, uint32_t type, uint32_t rkey, uint64_t remote_addr,
                   const uint64_t* flag, const void* payload, size_t length) {
     const size_t flag_bytes = flag ? sizeof *flag : 0;
     const FrameHeader header{tcp_wire::kFrameMagic, type, rkey, 0, remote_addr,
                              flag_bytes + length};
-    iovec iov[3];
+    DeferredWrite held[kMaxDeferred];
+    iovec iov[2 * kMaxDeferred + 3];
     msghdr msg{};
     msg.msg_iov = iov;
+    Peer& p = peers_[size_t(peer)];
+    msg.msg_iovlen = take_deferred(p, held, iov);
     iov[msg.msg_iovlen++] = {const_cast<FrameHeader*>(&header), sizeof header};
     if (flag) iov[msg.msg_iovlen++] = {const_cast<uint64_t*>(flag), flag_bytes};
     if (length > 0) iov[msg.msg_iovlen++] = {const_cast<void*>(payload), length};
+    send_message(peer, msg);
+  }
+
+  // The sendmsg loop: the whole message, waiting for room while applying
+  // what arrives (see "Sends" at the top).
+  void send_message(int peer, msghdr& msg) {
     Peer& p = peers_[size_t(peer)];
     if (!p.fd && !connect_now(peer)) return;
     Clock::time_point deadline{};
@@ -1317,6 +1395,8 @@ class TcpTransport final : public Transport {
   // --- receiving -----------------------------------------------------
 
   void receive_progress() {
+    if (failed_) return;
+    if (deferring_peers_ > 0) send_all_deferred();
     if (failed_) return;
     // One connection: ask it straight away. A recv that finds nothing
     // costs what an epoll_wait that finds nothing does, and one that finds
@@ -1611,6 +1691,7 @@ class TcpTransport final : public Transport {
   UniqueFd epoll_;
   std::vector<Peer> peers_;
   uint64_t network_bytes_ = 0;  // payload of write and lines frames sent (network_bytes)
+  size_t deferring_peers_ = 0;  // peers holding credits (Peer::deferred)
   int sole_reader_ = -1;        // the only peer being read, or -1 (none, or several: epoll)
   bool lazy_ = false;           // COLL_TCP_CONNECT: connections on first use
   int reachable_ = 0;           // peers this transport serves

@@ -66,6 +66,14 @@ enum : int {
   // it later learns the same (tcp_transport.cpp and rdma_transport.cpp,
   // "Lost and leaving peers"). shm ignores the flag.
   kWriteLeaving = 2,
+  // A credit (Channel::do_release): an 8-byte absolute count whose later
+  // value supersedes an earlier one at the same address. A backend whose
+  // every write costs a system call (tcp) may hold it back until its next
+  // write to that peer, which then carries it in the same system call, or
+  // until its next poll(), whichever comes first - never across a wait in
+  // the library, since every wait polls. Unsignaled only. Others ignore the
+  // flag.
+  kWriteDeferrable = 4,
 };
 
 struct Completion {

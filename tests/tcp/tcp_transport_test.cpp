@@ -1121,6 +1121,58 @@ int stream_rounds() {
   return int(round_stream(0, 0, 0).size());  // round 0 whole, then a cut at every byte
 }
 
+// Credits (kWriteDeferrable) may be held back, but never past the next
+// frame to their peer, nor past this rank's next poll, and the latest
+// value at an address is the one that lands. Rank 0 never polls while rank
+// 1 waits, so a credit held any longer hangs the case (a failure, at the
+// bound). A credit to a peer without a stream yet is sent at once.
+TEST(TcpTransport, HeldBackCreditsLandWithTheNextFrameOrAtTheNextPoll) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    const int me = rank.boot.rank();
+    auto t = make_tcp_transport(rank.boot, options());
+    auto* window = static_cast<uint8_t*>(t->alloc_window(kWindowBytes));
+    MemoryRegion* mr = t->reg_write(window, kWindowBytes);
+    const auto remote = exchange_regions(rank.boot, mr);
+    const auto* word = reinterpret_cast<const uint64_t*>(window);  // 0, 1: credits; 2: a flag
+    auto post = [&](uint64_t value, int index, int flags) {
+      return t->post_write(1, 0, &value, sizeof value, nullptr, flags,
+                           remote[1].addr + 8 * uint64_t(index), remote[1].rkey) == 0;
+    };
+    Waiter wait{*t};
+    auto seen = [&](int index, uint64_t value) {
+      return wait.until([&] { return __atomic_load_n(&word[index], __ATOMIC_ACQUIRE) == value; }, 0);
+    };
+    if (me == 0) {
+      // No stream yet: sent now, while this rank sits in the barrier below.
+      CHILD_CHECK(post(1, 0, kWriteDeferrable), "first credit: %s", std::strerror(errno));
+      rank.boot.barrier(kTimeout);
+      // Held, superseded, then carried by the flag's frame.
+      CHILD_CHECK(post(2, 0, kWriteDeferrable) && post(3, 0, kWriteDeferrable) &&
+                      post(5, 1, kWriteDeferrable) && post(1, 2, 0),
+                  "credits and flag: %s", std::strerror(errno));
+      rank.boot.barrier(kTimeout);
+      // Held, then sent by one poll.
+      CHILD_CHECK(post(4, 0, kWriteDeferrable), "credit: %s", std::strerror(errno));
+      Completion wc[4];
+      CHILD_CHECK(t->poll(wc, 4) == 0, "a completion for an unsignaled write");
+      rank.boot.barrier(kTimeout);
+    } else {
+      CHILD_CHECK(seen(0, 1), "the first credit did not land: %s", wait.thrown.c_str());
+      rank.boot.barrier(kTimeout);
+      CHILD_CHECK(seen(2, 1), "the flag did not land: %s", wait.thrown.c_str());
+      CHILD_CHECK(word[0] == 3 && word[1] == 5,
+                  "at the flag, credits %llu and %llu, want 3 and 5: held past the next frame",
+                  static_cast<unsigned long long>(word[0]),
+                  static_cast<unsigned long long>(word[1]));
+      rank.boot.barrier(kTimeout);
+      CHILD_CHECK(seen(0, 4), "the credit held at the poll did not land: %s", wait.thrown.c_str());
+      rank.boot.barrier(kTimeout);
+    }
+    rank.boot.barrier(kTimeout);
+    return 0;
+  }));
+}
+
 TEST(TcpTransport, CoalescedFramesSplitAtEveryByteApplyExactly) {
   expect_all_succeeded(run_ranks(2, [](Rank& rank) {
     const int rounds = stream_rounds();
