@@ -302,6 +302,16 @@ void Channel::do_send(int peer, const void* src, size_t len) {
       uint32_t& committed = slot_committed_[size_t(peer) * size_t(layout_.num_slots) + size_t(k)];
       if (len > committed) commit_slot(peer, w.addr + at, len, &committed);
     }
+    if (!needs_registration_) {
+      // Data and flag in one call: one system call on tcp.
+      const uint64_t m = sent_[size_t(peer)];
+      if (transport_.post_message(group_[size_t(peer)], src, len, w.addr + at,
+                                  flag_value(m + 1, len), w.addr + layout_.ready(rank_, k),
+                                  w.rkey) != 0)
+        post_failed(peer, len, false);
+      sent_[size_t(peer)] = m + 1;
+      return;
+    }
     post_data(peer, src, len, w.addr + at, w.rkey);
   }
   post_flag(peer, len);

@@ -71,6 +71,14 @@ class HybridTransport final : public Transport {
     }
     return path(peer).post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
   }
+  int post_message(int peer, const void* src, size_t length, uint64_t remote_addr, uint64_t flag,
+                   uint64_t flag_addr, uint32_t rkey) override {
+    if (peer < 0 || peer >= size()) {
+      errno = EINVAL;
+      return -1;
+    }
+    return path(peer).post_message(peer, src, length, remote_addr, flag, flag_addr, rkey);
+  }
 
   // Line messages on both paths: tcp sends one as a frame of its own,
   // gathered whole at the target, each line's flag stored after its

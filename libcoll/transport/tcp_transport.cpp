@@ -407,6 +407,22 @@ class TcpTransport final : public Transport {
     return 0;
   }
 
+  // Data and its flag as two frames in one sendmsg.
+  int post_message(int peer, const void* src, size_t length, uint64_t remote_addr, uint64_t flag,
+                   uint64_t flag_addr, uint32_t rkey) override {
+    if (peer == rank_ || peer < 0 || peer >= size_ || !peers_[size_t(peer)].reach)
+      return Transport::post_message(peer, src, length, remote_addr, flag, flag_addr, rkey);
+    if (length > 0 && src == nullptr) {
+      errno = EINVAL;
+      return -1;
+    }
+    if (failed_) return 0;  // accepted, never lands (see post_write)
+    send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, src, length, &flag,
+               flag_addr);
+    network_bytes_ += length + sizeof flag;
+    return 0;
+  }
+
   // Line messages as one frame each (tcp_wire::kLinesFrame): the target
   // gathers the frame whole and stores every line's flag after its
   // payload, so the promise of line writes holds, and a small message
@@ -1280,14 +1296,19 @@ class TcpTransport final : public Transport {
   }
 
   // Hands the held credits, header, flag (a lines frame's, else null) and
-  // payload to the kernel in one sendmsg (see "Sends" at the top).
+  // payload to the kernel in one sendmsg (see "Sends" at the top); then,
+  // where then_word is given, an 8-byte write frame of it at then_addr
+  // (post_message's flag) in the same sendmsg.
   void send_frame(int peer, uint32_t type, uint32_t rkey, uint64_t remote_addr,
-                  const uint64_t* flag, const void* payload, size_t length) {
+                  const uint64_t* flag, const void* payload, size_t length,
+                  const uint64_t* then_word = nullptr, uint64_t then_addr = 0) {
     const size_t flag_bytes = flag ? sizeof *flag : 0;
     const FrameHeader header{tcp_wire::kFrameMagic, type, rkey, 0, remote_addr,
                              flag_bytes + length};
+    const FrameHeader then_header{tcp_wire::kFrameMagic, tcp_wire::kWriteFrame, rkey, 0,
+                                  then_addr, sizeof *then_word};
     DeferredWrite held[kMaxDeferred];
-    iovec iov[2 * kMaxDeferred + 3];
+    iovec iov[2 * kMaxDeferred + 5];
     msghdr msg{};
     msg.msg_iov = iov;
     Peer& p = peers_[size_t(peer)];
@@ -1295,6 +1316,10 @@ class TcpTransport final : public Transport {
     iov[msg.msg_iovlen++] = {const_cast<FrameHeader*>(&header), sizeof header};
     if (flag) iov[msg.msg_iovlen++] = {const_cast<uint64_t*>(flag), flag_bytes};
     if (length > 0) iov[msg.msg_iovlen++] = {const_cast<void*>(payload), length};
+    if (then_word) {
+      iov[msg.msg_iovlen++] = {const_cast<FrameHeader*>(&then_header), sizeof then_header};
+      iov[msg.msg_iovlen++] = {const_cast<uint64_t*>(then_word), sizeof *then_word};
+    }
     send_message(peer, msg);
   }
 

@@ -169,6 +169,18 @@ class Transport {
                          size_t length, MemoryRegion* mr, int flags,
                          uint64_t remote_addr, uint32_t rkey) = 0;
 
+  // A message into a peer's window: length bytes of src at remote_addr,
+  // then the 8-byte flag at flag_addr, both under rkey, unsignaled, in
+  // that order (the flag lands after the data, as two post_writes promise).
+  // Called only where !needs_local_registration() (the source is copied
+  // out before return). A backend where each write is a system call (tcp)
+  // hands both to the kernel in one; the default is two post_writes.
+  virtual int post_message(int peer, const void* src, size_t length, uint64_t remote_addr,
+                           uint64_t flag, uint64_t flag_addr, uint32_t rkey) {
+    if (post_write(peer, 0, src, length, nullptr, 0, remote_addr, rkey) != 0) return -1;
+    return post_write(peer, 0, &flag, sizeof flag, nullptr, 0, flag_addr, rkey);
+  }
+
   // Commits the memory of [remote_addr, remote_addr + length) in a
   // peer's window before the first write there (see alloc_window), so
   // that memory the host has not got is this call's error, never a SIGBUS

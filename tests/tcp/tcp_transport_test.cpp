@@ -1121,6 +1121,46 @@ int stream_rounds() {
   return int(round_stream(0, 0, 0).size());  // round 0 whole, then a cut at every byte
 }
 
+// post_message: the data, then its flag, each landing whole and the flag
+// only after all of the data (a reader that sees the flag reads it all),
+// to a peer and to itself, at sizes that fill the socket several times.
+TEST(TcpTransport, AMessagesFlagLandsAfterItsData) {
+  expect_all_succeeded(run_ranks(2, [](Rank& rank) {
+    const int me = rank.boot.rank(), peer = 1 - me;
+    auto t = make_tcp_transport(rank.boot, options());
+    const size_t sizes[] = {1, 57, 4096, 70000, 3 << 20};
+    constexpr size_t kFlags = 64;  // the flags first, then the data
+    const size_t bytes = kFlags + (3 << 20);
+    GuardedBuffer buffer(bytes);
+    MemoryRegion* mr = t->reg_write(buffer.data(), buffer.length());
+    const auto remote = exchange_regions(rank.boot, mr);
+    Waiter wait{*t};
+    std::vector<uint8_t> source(3 << 20);
+    const auto* flags = reinterpret_cast<const uint64_t*>(buffer.data());
+    for (int k = 0; k < 5; ++k) {
+      for (int to : {peer, me}) {
+        const int from = to == me ? me : peer;
+        for (size_t i = 0; i < sizes[k]; ++i) source[i] = pattern(me, k + 10 * (to == me), i);
+        const RemoteRegion& r = remote[size_t(to)];
+        CHILD_CHECK(t->post_message(to, source.data(), sizes[k], r.addr + kFlags,
+                                    uint64_t(k + 1), r.addr + 8 * uint64_t(to == me), r.rkey) == 0,
+                    "message %d to %d: %s", k, to, std::strerror(errno));
+        const int at = to == me ? 1 : 0;
+        CHILD_CHECK(wait.until([&] { return __atomic_load_n(&flags[at], __ATOMIC_ACQUIRE) ==
+                                            uint64_t(k + 1); },
+                               peer),
+                    "flag of message %d from %d: %s", k, from, wait.thrown.c_str());
+        for (size_t i = 0; i < sizes[k]; ++i)
+          CHILD_CHECK(buffer.data()[kFlags + i] == pattern(from, k + 10 * (to == me), i),
+                      "message %d (%zu bytes) from %d: byte %zu not there at its flag", k,
+                      sizes[k], from, i);
+        rank.boot.barrier(kTimeout);  // both read before the next overwrites
+      }
+    }
+    return 0;
+  }));
+}
+
 // Credits (kWriteDeferrable) may be held back, but never past the next
 // frame to their peer, nor past this rank's next poll, and the latest
 // value at an address is the one that lands. Rank 0 never polls while rank
