@@ -57,6 +57,11 @@ class LockedTransport final : public Transport {
     std::lock_guard<std::mutex> l(m_);
     return t_->post_write(peer, context, local_addr, length, mr, flags, remote_addr, rkey);
   }
+  int post_message(int peer, const void* src, size_t length, uint64_t remote_addr, uint64_t flag,
+                   uint64_t flag_addr, uint32_t rkey) override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->post_message(peer, src, length, remote_addr, flag, flag_addr, rkey);
+  }
   int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
     std::lock_guard<std::mutex> l(m_);
     return t_->prepare_write(peer, remote_addr, length, rkey);
