@@ -73,7 +73,7 @@ class HybridTransport final : public Transport {
   }
   int post_message(int peer, const void* src, size_t length, uint64_t remote_addr, uint64_t flag,
                    uint64_t flag_addr, uint32_t rkey) override {
-    if (peer < 0 || peer >= size()) {
+    if (peer < 0 || peer >= size_) {
       errno = EINVAL;
       return -1;
     }
