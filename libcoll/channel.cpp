@@ -117,9 +117,9 @@ void Channel::post_failed(int peer, size_t len, bool exposed_buffer) {
 
 // Small control words (flags, credits, expose records) are written from
 // the stack: transports copy or inline writes of up to 64 bytes at post.
-void Channel::post_to_window(int peer, const void* src, size_t len, size_t offset) {
+void Channel::post_to_window(int peer, const void* src, size_t len, size_t offset, int flags) {
   const RemoteRegion& w = peers_[size_t(peer)];
-  post(peer, 0, src, len, nullptr, 0, w.addr + offset, w.rkey);
+  post(peer, 0, src, len, nullptr, flags, w.addr + offset, w.rkey);
 }
 
 namespace {
@@ -283,19 +283,18 @@ Channel::SendWait Channel::send(int peer, const void* src, size_t len) {
 }
 
 void Channel::do_send(int peer, const void* src, size_t len) {
+  const uint64_t m = sent_[size_t(peer)];
+  const int k = int(m % uint64_t(layout_.num_slots));
+  const RemoteRegion& w = peers_[size_t(peer)];
+  const uint64_t flag_addr = w.addr + layout_.ready(rank_, k);
   if (line_message(peer, len)) {
-    const uint64_t m = sent_[size_t(peer)];
-    const int k = int(m % uint64_t(layout_.num_slots));
-    const RemoteRegion& w = peers_[size_t(peer)];
-    if (transport_.post_lines(group_[size_t(peer)], src, len, flag_value(m + 1, len),
-                              w.addr + layout_.ready(rank_, k), w.rkey) != 0)
+    if (transport_.post_lines(group_[size_t(peer)], src, len, flag_value(m + 1, len), flag_addr,
+                              w.rkey) != 0)
       post_failed(peer, len, false);
     sent_[size_t(peer)] = m + 1;
     return;
   }
   if (len > 0) {
-    const int k = int(sent_[size_t(peer)] % uint64_t(layout_.num_slots));
-    const RemoteRegion& w = peers_[size_t(peer)];
     size_t at = layout_.inline_data(rank_, k);
     if (len > WindowLayout::kInlineBytes) {
       at = layout_.slot(rank_, k);
@@ -304,10 +303,8 @@ void Channel::do_send(int peer, const void* src, size_t len) {
     }
     if (!needs_registration_) {
       // Data and flag in one call: one system call on tcp.
-      const uint64_t m = sent_[size_t(peer)];
       if (transport_.post_message(group_[size_t(peer)], src, len, w.addr + at,
-                                  flag_value(m + 1, len), w.addr + layout_.ready(rank_, k),
-                                  w.rkey) != 0)
+                                  flag_value(m + 1, len), flag_addr, w.rkey) != 0)
         post_failed(peer, len, false);
       sent_[size_t(peer)] = m + 1;
       return;
@@ -389,9 +386,7 @@ void Channel::do_release(int peer) {
   // message num_slots - 1 ahead of what this rank has consumed, and this
   // rank polls - sending it - before any wait; tcp sends it with its next
   // write to the peer, often the next call's message, in one system call.
-  const RemoteRegion& w = peers_[size_t(peer)];
-  post(peer, 0, &consumed, sizeof consumed, nullptr, kWriteDeferrable,
-       w.addr + layout_.credit(rank_), w.rkey);
+  post_to_window(peer, &consumed, sizeof consumed, layout_.credit(rank_), kWriteDeferrable);
 }
 
 void Channel::expose(int peer, void* buf, size_t len) {

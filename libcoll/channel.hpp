@@ -303,7 +303,7 @@ class Channel {
  private:
   void post(int peer, uint64_t context, const void* src, size_t len, const MemoryRegion* mr,
             int flags, uint64_t remote_addr, uint32_t rkey);
-  void post_to_window(int peer, const void* src, size_t len, size_t offset);
+  void post_to_window(int peer, const void* src, size_t len, size_t offset, int flags = 0);
   void post_data(int peer, const void* src, size_t len, uint64_t remote_addr, uint32_t rkey);
   const MemoryRegion* bounce(const void* src, size_t len, const void** copy);
   void drain_completions(int peer);

@@ -1267,7 +1267,9 @@ class TcpTransport final : public Transport {
   }
 
   // Moves peer's held credits into out (room for kMaxDeferred) and points
-  // two iovecs at each: they go first, in the same sendmsg.
+  // two iovecs at each: they go first, in the same sendmsg. Moved out
+  // before the send: a full socket runs a receive pass, which sends what
+  // is held, and must not find these again.
   size_t take_deferred(Peer& p, DeferredWrite* out, iovec* iov) {
     const size_t n = p.deferred.size();
     if (n == 0) return 0;
