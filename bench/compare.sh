@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# libcoll against Open MPI, side by side: runs coll_bench_mpi under mpirun
-# for every rank count and peer configuration of Open MPI, REPEATS times
+# libcoll against its peers, side by side: runs coll_bench_mpi under mpirun
+# for every rank count and peer configuration of Open MPI, and
+# coll_bench_mpich under mpirun.mpich for MPICH, REPEATS times
 # (rank counts and peers alternating within each repeat, the libraries
 # within each run), and prints per collective and size the median latency
 # ratio libcoll / the best peer, on OSU's average and on the synchronized-
@@ -8,17 +9,26 @@
 # libcoll's bus bandwidth as a fraction of this machine's memcpy (other
 # collectives with -- -b LIST, e.g. -- -b all; the collectives are taken
 # from the CSV, whatever they are). Peers: tuned (Open MPI's
-# default coll/tuned), han (--mca coll_han_priority 100).
+# default coll/tuned), han (--mca coll_han_priority 100), mpich (MPICH's
+# own collectives; in the default list when build/bench/coll_bench_mpich
+# exists). In every run both libraries wait in that run's MPI_Barrier and
+# read its clock, so each ratio is libcoll against that peer under one
+# barrier. A run that does not finish within --run-limit seconds (MPICH
+# busy-polls: at np 4 on 2 cores it may never end) is left out and said.
 # Writes OUTDIR/raw/PEER/*.csv (every run), OUTDIR/summary-PEER.csv,
 # OUTDIR/summary.csv (the first peer's, for plot.sh) and OUTDIR/summary.md;
 # with --plot also OUTDIR/compare.png (bench/plot.sh).
 #
 #   bench/compare.sh [--build DIR] [--np "2 4"] [--repeats N] [--sizes MIN:MAX]
 #                    [--type TYPE] [--peers "tuned han"] [--out DIR] [--plot]
-#                    [--btl LIST] [--mpirun-args "ARGS"] [-- coll_bench_mpi options]
+#                    [--btl LIST] [--mpirun-args "ARGS"] [--busy N] [--run-limit S]
+#                    [-- coll_bench_mpi options]
 # --btl: Open MPI's BTLs (default self,vader: one node); --mpirun-args: more
 # mpirun arguments, split at spaces (hosts, an rsh agent, -x VAR=VALUE for
-# libcoll: bench/netns-compare.sh runs it across namespace hosts so).
+# libcoll: bench/netns-compare.sh runs it across namespace hosts so; not
+# passed to mpirun.mpich). --busy N: N competing CPU-bound processes
+# (stress-ng --cpu N, or shell loops where stress-ng is missing) run for
+# the whole comparison, beside every contender alike: the busy node.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,13 +38,15 @@ repeats=5
 sizes=4:4194304
 datatype=float
 out=bench-results
-peers="tuned han"
+peers=""
 plot=0
+busy=0
+run_limit=1800
 btl=self,vader
 mpirun_args=""
 extra=()
 
-usage() { sed -n '2,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do
@@ -49,6 +61,8 @@ while [[ $# -gt 0 ]]; do
     --plot) plot=1; shift ;;
     --btl) btl=$2; shift 2 ;;
     --mpirun-args) mpirun_args=$2; shift 2 ;;
+    --busy) busy=$2; shift 2 ;;
+    --run-limit) run_limit=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -56,18 +70,47 @@ while [[ $# -gt 0 ]]; do
 done
 
 bench=$build/bench/coll_bench_mpi
-[[ -x $bench ]] || die "no $bench: configure with Open MPI found (meson setup -Dmpi=enabled) and build"
-command -v mpirun > /dev/null || die "mpirun not found (Debian: openmpi-bin)"
+bench_mpich=$build/bench/coll_bench_mpich
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: '$repeats' is not a positive integer"
+[[ $busy =~ ^[0-9]+$ ]] || die "--busy: '$busy' is not a count"
+[[ $run_limit =~ ^[1-9][0-9]*$ ]] || die "--run-limit: '$run_limit' is not a positive integer"
+if [[ -z $peers ]]; then
+  peers="tuned han"
+  [[ -x $bench_mpich ]] && command -v mpirun.mpich > /dev/null && peers+=" mpich"
+fi
 
-# The mpirun options that make a peer.
+# The mpirun options that make an Open MPI peer; mpich runs its own program.
 peer_args() {
   case $1 in
     tuned) ;;
     han) echo "--mca coll_han_priority 100" ;;
-    *) die "unknown peer '$1' (tuned, han)" ;;
+    mpich) ;;
+    *) die "unknown peer '$1' (tuned, han, mpich)" ;;
   esac
 }
+for peer in $peers; do
+  if [[ $peer == mpich ]]; then
+    [[ -x $bench_mpich ]] || die "no $bench_mpich: install libmpich-dev (scripts/install-deps.sh) and rebuild"
+    command -v mpirun.mpich > /dev/null || die "mpirun.mpich not found (Debian: mpich)"
+  else
+    [[ -x $bench ]] || die "no $bench: configure with Open MPI found (meson setup -Dmpi=enabled) and build"
+    command -v mpirun > /dev/null || die "mpirun not found (Debian: openmpi-bin)"
+  fi
+done
+
+# The busy node: competitors started once, stopped however this script ends.
+busy_pids=()
+stop_busy() { ((${#busy_pids[@]})) && kill "${busy_pids[@]}" 2> /dev/null; wait 2> /dev/null || true; }
+trap stop_busy EXIT
+if ((busy > 0)); then
+  if command -v stress-ng > /dev/null; then
+    stress-ng --cpu "$busy" --quiet > /dev/null 2>&1 &
+    busy_pids+=($!)
+  else
+    for ((i = 0; i < busy; i++)); do sh -c 'while :; do :; done' & busy_pids+=($!); done
+  fi
+  echo "compare.sh: $busy competing CPU-bound process(es) running" >&2
+fi
 read -r -a peer_list <<< "$peers"
 ((${#peer_list[@]})) || die "--peers: none given"
 for peer in "${peer_list[@]}"; do
@@ -75,6 +118,7 @@ for peer in "${peer_list[@]}"; do
   mkdir -p "$out/raw/$peer"
   rm -f "$out/raw/$peer"/*.csv "$out/raw/$peer"/*.txt
 done
+rm -f "$out/left-out.txt"
 
 for ((repeat = 1; repeat <= repeats; repeat++)); do
   for np in $rank_counts; do
@@ -88,18 +132,42 @@ for ((repeat = 1; repeat <= repeats; repeat++)); do
       # shared memory only (btl self,vader), the transport libcoll uses on
       # one node.
       read -r -a launch <<< "$mpirun_args"
-      mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl "$btl" "${launch[@]}" "${mca[@]}" \
-        "$bench" -m "$sizes" -T "$datatype" --sync-start --rotate-root --csv "$run.csv" "${extra[@]}" \
-        > "$run.txt" || die "coll_bench_mpi failed at np $np, peer $peer (output in $run.txt)"
+      if [[ $peer == mpich ]]; then
+        launcher=(mpirun.mpich -np "$np")
+        program=$bench_mpich
+      else
+        launcher=(mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl "$btl" "${launch[@]}" "${mca[@]}")
+        program=$bench
+      fi
+      status=0
+      timeout --kill-after=10 "$run_limit" "${launcher[@]}" \
+        "$program" -m "$sizes" -T "$datatype" --sync-start --rotate-root --csv "$run.csv" "${extra[@]}" \
+        > "$run.txt" 2>&1 || status=$?
+      if ((status == 124 || status == 137)); then
+        echo "compare.sh: np $np, peer $peer: no result within $run_limit s (left out)" | tee -a "$out/left-out.txt" >&2
+        rm -f "$run.csv"
+      elif ((status != 0)); then
+        die "$(basename "$program") failed at np $np, peer $peer (output in $run.txt)"
+      fi
     done
   done
 done
 
+# A peer none of whose runs finished has no summary and no say in the table.
+finished=()
 for peer in "${peer_list[@]}"; do
+  if ! compgen -G "$out/raw/$peer/*.csv" > /dev/null; then
+    echo "compare.sh: peer $peer: no run finished (see $out/left-out.txt)" >&2
+    rm -f "$out/summary-$peer.csv"
+    continue
+  fi
+  finished+=("$peer")
   awk -f "$here/median.awk" -f "$here/summarize.awk" "$out/raw/$peer"/*.csv |
     { IFS= read -r header; echo "$header"; sort -t, -k1,1 -k2,2n -k3,3n; } \
     > "$out/summary-$peer.csv"
 done
+((${#finished[@]})) || die "no run of any peer finished"
+peer_list=("${finished[@]}")
 cp "$out/summary-${peer_list[0]}.csv" "$out/summary.csv"
 
 # The markdown table, to paste into a report. Columns of summary-PEER.csv:

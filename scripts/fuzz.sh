@@ -15,7 +15,8 @@ CC=clang CXX=clang++ ./scripts/build.sh "$dir" -Dfuzz=true -Dtests=false -Dbench
   -Dmpi=disabled -Db_lundef=false
 work=$(mktemp -d /tmp/coll-fuzz.XXXXXX)
 status=0
-for target in fuzz_rendezvous fuzz_collrun_answer fuzz_tcp_frames fuzz_hostfile fuzz_tuning; do
+for target in fuzz_rendezvous fuzz_collrun_answer fuzz_tcp_frames fuzz_hostfile fuzz_tuning \
+    fuzz_pmi_wire; do
   mkdir -p "$work/$target"
   cp tests/fuzz/corpus/"$target"/* "$work/$target/"
   echo "== $target: $seconds s"

@@ -13,6 +13,11 @@ PKGS=(
   libgtest-dev libgmock-dev
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libhwloc-dev libpmix-dev libpmix2 openmpi-bin libopenmpi-dev
+  # MPICH: a second launcher (mpirun.mpich, tests/mpich) and a peer in the
+  # benchmark (coll_bench_mpich). Open MPI stays the default mpirun/mpicc:
+  # Debian's alternatives rank it higher.
+  mpich libmpich-dev
+  stress-ng                                          # bench/compare.sh --busy
   slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
   gnuplot-nox
   # gfortran: the PMPI shim's Fortran tests; hpcc, mumps-test: unmodified MPI

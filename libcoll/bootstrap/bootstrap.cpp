@@ -87,6 +87,17 @@ std::string secure_random_bytes(size_t n, const char* what) {
   }
 }
 
+std::string secret_from_rank0(Bootstrap& boot, double timeout_s) {
+  const std::string mine =
+      boot.rank() == 0 ? secure_random_bytes(job_secret::kSecretBytes, "the job secret") : "";
+  const std::vector<std::string> all = boot.allgather(mine, timeout_s);
+  if (all.empty() || all[0].size() != job_secret::kSecretBytes)
+    fail(COLL_ERR_INTERNAL, "%s bootstrap: rank 0's job secret came as %zu bytes, not %zu (job %s)",
+         boot.name(), all.empty() ? size_t(0) : all[0].size(), job_secret::kSecretBytes,
+         boot.job_id().c_str());
+  return all[0];
+}
+
 bool bootstrap_debug_enabled() {
   const char* value = std::getenv("COLL_BOOTSTRAP_DEBUG");
   return value && *value && std::strcmp(value, "0") != 0;
@@ -114,6 +125,7 @@ std::unique_ptr<Bootstrap> make_bootstrap_from_environment(double timeout_s) {
   const char* why_not_pmix = "libcoll was built without PMIx (meson setup -Dpmix=enabled)";
 #endif
   if (auto bootstrap = make_collrun_bootstrap(timeout_s)) return announce(std::move(bootstrap));
+  if (auto bootstrap = make_pmi_bootstrap(timeout_s)) return announce(std::move(bootstrap));
   if (pmix_named) {
     // Going on alone would give every rank a world of one and silently
     // wrong results; refuse when the launcher says the job is bigger.

@@ -15,7 +15,7 @@ class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
 
-  virtual const char* name() const = 0;  // "collrun", "pmix", "singleton"
+  virtual const char* name() const = 0;  // "collrun", "pmix", "pmi", "singleton"
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // A string that names this job and no other running one on this host:
@@ -50,8 +50,14 @@ class Bootstrap {
 // `what`, when the kernel has none to give.
 std::string secure_random_bytes(size_t n, const char* what);
 
+// The job's secret as rank 0 makes it and boot's allgather carries it to
+// every rank (the PMIx and PMI bootstraps: their servers' key-value stores
+// are the job's). Throws COLL_ERR_INTERNAL when rank 0's is not
+// job_secret::kSecretBytes long.
+std::string secret_from_rank0(Bootstrap& boot, double timeout_s);
+
 // Chooses from the environment: PMIx server, then collrun (COLL_BOOTSTRAP
-// set), then a singleton.
+// set), then a PMI-1 server (PMI_FD set: mpirun.mpich), then a singleton.
 std::unique_ptr<Bootstrap> make_bootstrap_from_environment(double timeout_s);
 
 std::unique_ptr<Bootstrap> make_singleton_bootstrap();
@@ -67,5 +73,13 @@ bool bootstrap_debug_enabled();
 // nullptr when the environment names no PMIx server or PMIx_Init fails.
 // Defined only when libcoll is built with PMIx (COLL_HAVE_PMIX).
 std::unique_ptr<Bootstrap> make_pmix_bootstrap(double timeout_s);
+
+// True when PMI_FD is set: a PMI-1 launcher (MPICH's Hydra: mpirun.mpich,
+// mpiexec.hydra) started this process.
+bool environment_names_pmi_server();
+// nullptr when the environment names no PMI-1 server; throws when it
+// names one that cannot be used (PMI_RANK or PMI_SIZE missing, PMI_FD not
+// an open socket, the server refusing).
+std::unique_ptr<Bootstrap> make_pmi_bootstrap(double timeout_s);
 
 }  // namespace coll

@@ -28,6 +28,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/collrun_protocol.hpp"
+#include "bootstrap/deadline.hpp"
 #include "bootstrap/unique_fd.hpp"
 #include "error.hpp"
 #include "job_secret.hpp"
@@ -37,35 +38,10 @@ namespace {
 
 namespace proto = collrun_protocol;
 using proto::MessageType;
-using Clock = std::chrono::steady_clock;
 
 // Counts the collrun bootstraps this process has made (see "epoch" in
 // collrun_protocol.hpp).
 std::atomic<uint64_t> bootstrap_epoch{0};
-
-class Deadline {
- public:
-  explicit Deadline(double seconds) : seconds_(seconds) {
-    // Clamp so that an "infinite" timeout stays representable.
-    double bounded = std::isnan(seconds) ? 0.0 : std::clamp(seconds, 0.0, 1e9);
-    end_ = Clock::now() +
-           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bounded));
-  }
-  bool expired() const { return Clock::now() >= end_; }
-  // For poll(): the time left in ms, rounded up so that a wait never ends
-  // before the deadline, capped at `cap_ms`.
-  int poll_ms(int cap_ms = INT_MAX) const {
-    auto left = end_ - Clock::now();
-    if (left <= Clock::duration::zero()) return 0;
-    auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-    return static_cast<int>(std::min<long long>(ms, cap_ms));
-  }
-  double seconds() const { return seconds_; }
-
- private:
-  double seconds_;
-  Clock::time_point end_;
-};
 
 const char* env_or_null(const char* name) {
   const char* value = std::getenv(name);

@@ -147,16 +147,7 @@ class PmixBootstrap final : public Bootstrap {
   // process cannot read it. COLL_JOB_SECRET is not used here: inherited
   // from an enclosing collrun job, or set on one node only, it need not be
   // the same on every rank, and the store's is.
-  void share_secret(double timeout_s) {
-    const std::string mine =
-        rank() == 0 ? secure_random_bytes(job_secret::kSecretBytes, "the job secret") : "";
-    const std::vector<std::string> all = allgather(mine, timeout_s);
-    if (all.empty() || all[0].size() != job_secret::kSecretBytes)
-      fail(COLL_ERR_INTERNAL,
-           "PMIx bootstrap: rank 0's job secret came as %zu bytes, not %zu (namespace %s)",
-           all.empty() ? size_t(0) : all[0].size(), job_secret::kSecretBytes, me_.nspace);
-    secret_ = all[0];
-  }
+  void share_secret(double timeout_s) { secret_ = secret_from_rank0(*this, timeout_s); }
 
  protected:
   std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {

@@ -1,10 +1,13 @@
 // Started by a launcher (Open MPI's mpirun, Slurm's srun --mpi=pmix,
-// collrun), checks that libcoll found the job the launcher made:
+// MPICH's mpirun.mpich, collrun), checks that libcoll found the job the
+// launcher made:
 //   launch_check BOOTSTRAP SIZE
-// - coll_comm_bootstrap_name is BOOTSTRAP ("pmix" under mpirun and srun:
-//   a silent fallback to "singleton" would give every rank a world of one);
+// - coll_comm_bootstrap_name is BOOTSTRAP ("pmix" under mpirun and srun,
+//   "pmi" under mpirun.mpich: a silent fallback to "singleton" would give
+//   every rank a world of one);
 // - the world has SIZE ranks, and this rank is the one the launcher
-//   numbered (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK, COLL_RANK);
+//   numbered (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK, PMI_RANK,
+//   COLL_RANK);
 // - the ranks are distinct and all present: allreduces whose results have
 //   closed forms, a broadcast from every root, a barrier.
 // Prints one "launch_check rank R of N: ..." line per rank and exits 0, or
@@ -37,7 +40,8 @@ bool call_ok(int status, int rank, coll_comm_t comm, const char* call) {
 // The rank the launcher gave this process, from the first variable of
 // those it sets; -1 when none is set.
 long launcher_rank(const char** variable) {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_RANK", "COLL_RANK"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_RANK", "PMI_RANK", "COLL_RANK"}) {
     const char* text = std::getenv(name);
     if (text == nullptr || *text == '\0') continue;
     char* end = nullptr;
