@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# libcoll under Slurm's srun --mpi=pmix, on a one-machine Slurm that this
+# libcoll under Slurm's srun --mpi=pmix (and --mpi=pmi2, through the PMI-1
+# bootstrap), on a one-machine Slurm that this
 # test starts and always stops (scripts/slurm-local.sh): each job's ranks
 # must bootstrap through PMIx (launch_expect.sh checks every rank) and get
 # correct results.
@@ -98,6 +99,17 @@ if [ -n "$compare_test" ]; then
     -- env OMPI_MCA_op='^avx' OMPI_MCA_btl='self,vader' OMPI_MCA_btl_vader_single_copy_mechanism=none \
     OMPI_MCA_mpi_yield_when_idle=1 "${srun_pmix[@]}" -n 4 "$compare_test"
 fi
+# Slurm's pmi2 plugin also serves the PMI-1 wire protocol that MPICH's
+# Hydra speaks: libcoll's PMI-1 bootstrap joins the job there (and says
+# finalize at exit, or Slurm would end the job as it ends a task that
+# vanished).
+if grep -qw pmi2 "$work/mpi-list"; then
+  srun_pmi2=(srun --mpi=pmi2 --nodes=1 --time=3 --kill-on-bad-exit=1)
+  run --ranks 3 --bootstrap pmi --expect '^launch_check rank 0 of 3: bootstrap pmi, transport [a-z]+: ok$' \
+    -- "${srun_pmi2[@]}" -n 3 "$launch_check" pmi 3
+  run --ranks 3 --bootstrap pmi --expect '^\[  PASSED  \] [0-9]+ tests' \
+    -- "${srun_pmi2[@]}" -n 3 "$mp_collectives"
+fi
 if [ -n "$pmpi_test" ] && [ -n "$shim" ]; then
   # The PMPI shim in an srun job: an MPI program (Open MPI's PMIx client)
   # with libcoll_mpi.so preloaded into the tasks, libcoll bootstrapping from
@@ -116,4 +128,4 @@ if [ "$failed" -ne 0 ]; then
   tail -n 30 "$work"/slurm/log/slurmd.log >&2 || true
   exit 1
 fi
-echo "ok: every job under srun --mpi=pmix passed"
+echo "ok: every job under srun --mpi=pmix (and --mpi=pmi2) passed"
