@@ -126,6 +126,13 @@ std::unique_ptr<Bootstrap> make_bootstrap_from_environment(double timeout_s) {
 #endif
   if (auto bootstrap = make_collrun_bootstrap(timeout_s)) return announce(std::move(bootstrap));
   if (auto bootstrap = make_pmi_bootstrap(timeout_s)) return announce(std::move(bootstrap));
+  // Hydra's -pmi-port mode names a server to dial (PMI_PORT, PMI_ID)
+  // instead of handing over a socket, and not the job's size: whether this
+  // rank is alone cannot be known, so refuse rather than risk a world of one.
+  if (std::getenv("PMI_PORT"))
+    fail(COLL_ERR_INVALID_ARG,
+         "PMI_PORT is set (mpirun.mpich -pmi-port?): that mode is not supported; without it "
+         "Hydra hands each rank a socket in PMI_FD, which libcoll uses");
   if (pmix_named) {
     // Going on alone would give every rank a world of one and silently
     // wrong results; refuse when the launcher says the job is bigger.

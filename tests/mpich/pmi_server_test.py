@@ -129,5 +129,15 @@ expect("tiny-values", 1, "too short to carry a blob (vallen_max=40)")
 # A job of two whose other rank never comes: the barrier times out.
 expect("no-barrier", 1, "a rank did not reach the bootstrap's barrier", size="2")
 
+# Hydra's -pmi-port mode (PMI_PORT and PMI_ID, no PMI_FD, no size): refused
+# at once, never a silent world of one.
+env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "COLL_BOOT"))}
+env.update(PMI_PORT="localhost:1", PMI_ID="0")
+proc = subprocess.run([CHECK, "pmi", "2"], env=env, capture_output=True, text=True, timeout=60)
+out = proc.stdout + proc.stderr
+ok = proc.returncode == 1 and "PMI_PORT is set" in out
+print(f"{'ok' if ok else 'FAIL'}: pmi-port: exit {proc.returncode}: {out.strip()[:300]}")
+failures += 0 if ok else 1
+
 print(f"pmi_server_test: {failures} failed")
 sys.exit(1 if failures else 0)
