@@ -33,13 +33,13 @@ fi
 if [ "${COLL_TEST_SKIP_CLANG:-0}" != 1 ]; then
   # Everything builds with clang, warning-free; the suites that exercise
   # the compiled code run (unit, launcher, mp, regcache, tcp, install);
-  # those that test the launchers around it (ompi, slurm, hosts, bench,
-  # rdma) run in the plain build only.
+  # those that test the launchers around it (ompi, mpich, slurm, hosts,
+  # bench, rdma) run in the plain build only.
   echo "== build and test (clang)"
   CC=clang CXX=clang++ ./scripts/build.sh build-clang
   meson test -C build-clang --print-errorlogs --num-processes 1 \
-    --no-suite ompi --no-suite slurm --no-suite hosts --no-suite bench --no-suite bench-mpi \
-    --no-suite rdma
+    --no-suite ompi --no-suite mpich --no-suite slurm --no-suite hosts --no-suite bench \
+    --no-suite bench-mpi --no-suite rdma
   stage_done "clang"
 
   # The parsers strangers and careless users reach, 20 s each (a longer
