@@ -94,7 +94,7 @@
 //           accepting connections meanwhile: two ranks may ask each other at
 //           once), then writes into the area under the new rkey: post_write
 //           swaps the window's rkey for it on writes that land in the area
-//           (areas_ of the Peer), so the Channel keeps one rkey per window.
+//           (Peer::areas), so the Channel keeps one rkey per window.
 // A registration that fails (RLIMIT_MEMLOCK) fails the owner's transport
 // with COLL_ERR_NO_RESOURCES and the memlock hint, and the answer says so to
 // the writer, whose prepare_write fails with ENOMEM. dereg of the window
@@ -173,7 +173,6 @@ using MrPtr = Owned<ibv_mr, rdma_dereg_mr>;
 struct SlotArea {
   uint64_t addr = 0;
   size_t length = 0;
-  int writer = -1;
   MrPtr mr;
 };
 
@@ -1373,7 +1372,7 @@ void RdmaTransport::answer_area_request(int writer) {
     try {
       if (known == window->areas.end()) {
         const std::string what = strfmt("the slots of rank %d in a window", writer);
-        window->areas.push_back({request.addr, request.length, writer,
+        window->areas.push_back({request.addr, request.length,
                                  pin(reinterpret_cast<void*>(static_cast<uintptr_t>(request.addr)),
                                      request.length, what.c_str())});
         known = window->areas.end() - 1;
