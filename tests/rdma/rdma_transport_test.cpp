@@ -792,6 +792,30 @@ int write_into_area(Transport& t, int owner, const RemoteRegion& window, uint64_
   return 0;
 }
 
+// At the owner: writer's flag (write_into_area), then its data, exact.
+// 0, or 1 after CHILD_CHECK reported why.
+int check_area(Driver& driver, uint8_t* window, int writer) {
+  CHILD_CHECK(driver.wait_word(reinterpret_cast<uint64_t*>(window) + writer,
+                               10 + static_cast<uint64_t>(writer), writer),
+              "the flag of rank %d", writer);
+  const uint8_t* data = window + kHeaderBytes + static_cast<size_t>(writer) * kAreaBytes + 100;
+  for (size_t i = 0; i < 5000; ++i)
+    CHILD_CHECK(data[i] == pattern(writer, 0, i), "byte %zu from rank %d", i, writer);
+  return 0;
+}
+
+// dereg gives back every registration the window's writers asked for:
+// what is pinned is as it was before the window (regs, pinned).
+int release_window(Transport& t, MemoryRegion* mr, void* window, uint64_t regs, uint64_t pinned) {
+  CHILD_CHECK(t.dereg(mr) == 0, "dereg: %s", std::strerror(errno));
+  CHILD_CHECK(t.internal_registrations() == regs && t.pinned_bytes() == pinned,
+              "after dereg: %llu registrations, %llu bytes",
+              static_cast<unsigned long long>(t.internal_registrations()),
+              static_cast<unsigned long long>(t.pinned_bytes()));
+  t.free_window(window, kLazyWindowBytes);
+  return 0;
+}
+
 // Only the headers are pinned when a window is registered; a writer's slot
 // area when that writer first prepares a write there (one registration per
 // window and writer, made by the owner on the writer's request); dereg
@@ -820,12 +844,7 @@ TEST_F(RdmaTransportTest, WindowsArePinnedForTheirHeadersAndTheSlotsWrittenTo) {
     for (int writer : {1, 2}) {
       if (me == writer && write_into_area(*t, 0, remote[0], 10 + writer) != 0) return 1;
       if (me == 0) {
-        CHILD_CHECK(driver.wait_word(reinterpret_cast<uint64_t*>(window) + writer,
-                                     10 + static_cast<uint64_t>(writer), writer),
-                    "the flag of rank %d", writer);
-        const uint8_t* data = window + kHeaderBytes + writer * kAreaBytes + 100;
-        for (size_t i = 0; i < 5000; ++i)
-          CHILD_CHECK(data[i] == pattern(writer, 0, i), "byte %zu from rank %d", i, writer);
+        if (check_area(driver, window, writer) != 0) return 1;
         CHILD_CHECK(expect_pinned(static_cast<uint64_t>(writer)),
                     "after rank %d wrote: %llu registrations, %llu bytes pinned beyond the control "
                     "block",
@@ -835,13 +854,7 @@ TEST_F(RdmaTransportTest, WindowsArePinnedForTheirHeadersAndTheSlotsWrittenTo) {
       boot.barrier(kSetupTimeout);
     }
     if (me != 0) CHILD_CHECK(expect_pinned(0), "rank %d's window was written to", me);
-    CHILD_CHECK(t->dereg(mr) == 0, "dereg: %s", std::strerror(errno));
-    CHILD_CHECK(t->internal_registrations() == regs && t->pinned_bytes() == pinned,
-                "after dereg: %llu registrations, %llu bytes",
-                static_cast<unsigned long long>(t->internal_registrations()),
-                static_cast<unsigned long long>(t->pinned_bytes()));
-    t->free_window(window, kLazyWindowBytes);
-    return 0;
+    return release_window(*t, mr, window, regs, pinned);
   }));
 }
 
@@ -863,14 +876,8 @@ TEST_F(RdmaTransportTest, ShmRdmaWindowsPinOnlyTheSlotsOfWritersAcrossHosts) {
     if (me > 0 && write_into_area(*t, 0, remote[0], 10 + static_cast<uint64_t>(me)) != 0) return 1;
     if (me == 0) {
       Driver driver(*t);
-      for (int writer : {1, 2}) {
-        CHILD_CHECK(driver.wait_word(reinterpret_cast<uint64_t*>(window) + writer,
-                                     10 + static_cast<uint64_t>(writer), writer),
-                    "the flag of rank %d", writer);
-        const uint8_t* data = window + kHeaderBytes + writer * kAreaBytes + 100;
-        for (size_t i = 0; i < 5000; ++i)
-          CHILD_CHECK(data[i] == pattern(writer, 0, i), "byte %zu from rank %d", i, writer);
-      }
+      for (int writer : {1, 2})
+        if (check_area(driver, window, writer) != 0) return 1;
       CHILD_CHECK(t->internal_registrations() == regs + 1 &&
                       t->pinned_bytes() == pinned + kHeaderBytes + kAreaBytes,
                   "%llu registrations and %llu bytes pinned beyond the control block: the "
@@ -879,13 +886,7 @@ TEST_F(RdmaTransportTest, ShmRdmaWindowsPinOnlyTheSlotsOfWritersAcrossHosts) {
                   static_cast<unsigned long long>(t->pinned_bytes() - pinned));
     }
     boot.barrier(kSetupTimeout);
-    CHILD_CHECK(t->dereg(mr) == 0, "dereg: %s", std::strerror(errno));
-    CHILD_CHECK(t->internal_registrations() == regs && t->pinned_bytes() == pinned,
-                "after dereg: %llu registrations, %llu bytes",
-                static_cast<unsigned long long>(t->internal_registrations()),
-                static_cast<unsigned long long>(t->pinned_bytes()));
-    t->free_window(window, kLazyWindowBytes);
-    return 0;
+    return release_window(*t, mr, window, regs, pinned);
   }));
 }
 
