@@ -143,6 +143,10 @@ const MemoryRegion* Channel::local_region(const void* src, size_t len) const {
 
 Channel::~Channel() {
   if (bounce_mr_) transport_.dereg(bounce_mr_);
+  // What the transport learnt for our slots in the peers' windows
+  // (commit_slot) dies with those windows.
+  for (int p = 0; p < size_; ++p)
+    if (pair_committed(p)) transport_.forget_window(group_[size_t(p)], peers_[size_t(p)].rkey);
   std::free(bounce_);
 }
 
@@ -317,26 +321,33 @@ void Channel::do_send(int peer, const void* src, size_t len) {
 // The first write into this much of one of our slots in the peer's
 // window: its pages there are committed first (WindowLayout::window_bytes),
 // once per slot and length reached, so later messages pay one compare.
+// Our slots in the peer's window (all of them: the area the transport may
+// register for us at once, Transport::prepare_write) go with the range.
 void Channel::commit_slot(int peer, uint64_t remote_addr, size_t len, uint32_t* committed) {
   const RemoteRegion& w = peers_[size_t(peer)];
   if (transport_.prepare_write(group_[size_t(peer)], remote_addr + *committed, len - *committed,
-                               w.rkey) != 0) {
+                               w.rkey, w.addr + layout_.slot(rank_, 0),
+                               layout_.slot_bytes * size_t(layout_.num_slots)) != 0) {
     if (errno != ENOMEM) post_failed(peer, len, false);
     fail_errno(COLL_ERR_NO_RESOURCES, errno,
-               "rank %d: no memory for %zu bytes of a slot in rank %d's window (%s: is /dev/shm "
-               "or the memory limit full? df /dev/shm)",
-               rank_, len - *committed, peer, transport_.name());
+               "rank %d: no memory for %zu bytes of a slot in rank %d's window (%s: on shm, is "
+               "/dev/shm or the memory limit full? df /dev/shm; on rdma, rank %d could not pin "
+               "its slots for this rank: its locked-memory limit, ulimit -l)",
+               rank_, len - *committed, peer, transport_.name(), peer);
   }
   committed_bytes_ += len - *committed;
   *committed = uint32_t(len);
 }
 
+bool Channel::pair_committed(int peer) const {
+  const size_t slots = size_t(layout_.num_slots);
+  const uint32_t* first = &slot_committed_[size_t(peer) * slots];
+  return std::any_of(first, first + slots, [](uint32_t c) { return c != 0; });
+}
+
 int Channel::committed_peers() const {
   int n = 0;
-  const size_t slots = size_t(layout_.num_slots);
-  for (size_t p = 0; p < size_t(size_); ++p)
-    n += std::any_of(&slot_committed_[p * slots], &slot_committed_[p * slots] + slots,
-                     [](uint32_t c) { return c != 0; });
+  for (int p = 0; p < size_; ++p) n += pair_committed(p);
   return n;
 }
 

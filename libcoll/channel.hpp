@@ -313,6 +313,7 @@ class Channel {
   const void* try_lines(int peer, size_t len);
   void do_send(int peer, const void* src, size_t len);
   void commit_slot(int peer, uint64_t remote_addr, size_t len, uint32_t* committed);
+  bool pair_committed(int peer) const;  // we committed some of our slots at peer
   void do_release(int peer);
   bool line_message(int peer, size_t len) const {
     return len <= WindowLayout::kMaxLineMessage && line_peers_[size_t(peer)];

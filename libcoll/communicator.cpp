@@ -80,9 +80,10 @@ coll_resource_stats_t Communicator::resource_stats() const {
   s.window_bytes = window_.bytes;
   // The eager part (the headers: reserved at allocation), and the slot
   // pages in memory, whoever committed them: a shm window's are pages of
-  // the tmpfs file; tcp's anonymous pages, once written; rdma's, all
-  // (pinned). mincore counts neither a reserved page nobody touched yet
-  // nor a hole. The window and its slot area are page aligned.
+  // the tmpfs file; tcp's anonymous pages, once written; rdma's, those
+  // pinned (the slot areas registered for their writers: a registration
+  // faults its pages in). mincore counts neither a reserved page nobody
+  // touched yet nor a hole. The window and its slot area are page aligned.
   const size_t eager = window_.layout.eager_bytes();
   s.window_resident_bytes = eager;
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
@@ -104,7 +105,8 @@ coll_resource_stats_t Communicator::resource_stats() const {
   s.connections = uint32_t(std::max(0, ctx_.transport().connections()));
   s.network_bytes = ctx_.transport().network_bytes();
   const RegcacheStats cache = ctx_.cache().stats();
-  s.registrations = cache.registrations - cache.deregistrations + ctx_.windows();
+  s.registrations = cache.registrations - cache.deregistrations + ctx_.windows() +
+                    ctx_.transport().internal_registrations();
   return s;
 }
 

@@ -64,9 +64,22 @@ class LockedTransport final : public Transport {
     std::lock_guard<std::mutex> l(m_);
     return t_->post_message(peer, src, length, remote_addr, flag, flag_addr, rkey);
   }
-  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
+  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey,
+                    uint64_t area_addr, size_t area_length) override {
     std::lock_guard<std::mutex> l(m_);
-    return t_->prepare_write(peer, remote_addr, length, rkey);
+    return t_->prepare_write(peer, remote_addr, length, rkey, area_addr, area_length);
+  }
+  void forget_window(int peer, uint32_t rkey) override {
+    std::lock_guard<std::mutex> l(m_);
+    t_->forget_window(peer, rkey);
+  }
+  uint64_t internal_registrations() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->internal_registrations();
+  }
+  uint64_t pinned_bytes() const override {
+    std::lock_guard<std::mutex> l(m_);
+    return t_->pinned_bytes();
   }
   bool line_writes(int peer) const override { return t_->line_writes(peer); }
   int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,

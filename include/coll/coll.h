@@ -369,7 +369,8 @@ int coll_comm_regcache_stats(coll_comm_t comm, coll_regcache_stats_t *stats);
  * the slots' memory is committed only where a peer has written into them:
  * the ones its schedules send to this rank through (a ring: one peer;
  * recursive doubling or a tree: about log2 n), so that resident memory
- * grows with those peers, not with n (on rdma the window is pinned whole).
+ * grows with those peers, not with n (on rdma the same holds for what is
+ * pinned: a writer's slots are registered when it first writes there).
  * A communicator across hosts counts the windows of its per-host
  * sub-communicators too (the hierarchical algorithms' channels). The
  * connection and registration counts are the process's, shared by every
@@ -380,7 +381,9 @@ typedef struct {
   uint64_t slots_committed_bytes; /* slot memory this rank committed in peers' windows */
   uint32_t slot_peers;            /* peers this rank has written slot data to */
   uint32_t connections;           /* the process's transport connections */
-  uint64_t registrations;         /* the process's live registrations: windows, cached buffers */
+  uint64_t registrations;         /* the process's live registrations: windows, cached
+                                     buffers, and on rdma the slot areas registered for
+                                     writers and the transport's control block */
   uint64_t network_bytes;         /* the process's bytes written to peers over a network (tcp,
                                      rdma; not shm) since coll_init: what crossed hosts */
 } coll_resource_stats_t;

@@ -73,6 +73,33 @@
 //                            or fabrics that do not place RC writes in order.
 //  COLL_RDMA_SQ_DEPTH=n      send queue depth per peer (default 256).
 //
+// Windows registered in part (issue 14). A registration pins every page,
+// so a window (alloc_window(bytes, eager_bytes)) is registered at reg_write
+// only for its first eager_bytes, the headers every writer touches; each
+// writer's slot area is registered when that writer first needs it
+// (prepare_write, from Channel::commit_slot), never at the owner's first
+// recv (a ring, where every rank sends first, would deadlock) nor at QP
+// connect (windows made later would be missed). The writer asks through
+// the owner's control block, a small registered array with an entry per
+// peer whose {addr, rkey} travels in the setup exchange (the transport
+// cannot use the window's headers: their layout is the Channel's):
+//   writer: its request {area, window rkey} into its entry at the owner,
+//           then the request's sequence number, then the owner's doorbell
+//           (three writes on its QP, so each lands after the one before);
+//   owner:  in its progress calls (every poll reads the doorbell: one load)
+//           registers the area (one MR per window and writer, the unit the
+//           Channel names) and writes back sequence and rkey as one 8-byte
+//           word into its entry at the writer, dialing the writer if need be;
+//   writer: waits for that word (bounded, serving requests to itself and
+//           accepting connections meanwhile: two ranks may ask each other at
+//           once), then writes into the area under the new rkey: post_write
+//           swaps the window's rkey for it on writes that land in the area
+//           (Peer::areas), so the Channel keeps one rkey per window.
+// A registration that fails (RLIMIT_MEMLOCK) fails the owner's transport
+// with COLL_ERR_NO_RESOURCES and the memlock hint, and the answer says so to
+// the writer, whose prepare_write fails with ENOMEM. dereg of the window
+// deregisters its areas too; forget_window drops the writer's rkeys.
+//
 // Ordering (the contract's promise): on one RC QP, RDMA writes are placed in
 // the responder's memory in the order they were posted (InfiniBand spec, RC
 // ordering rules; RoCE and rxe keep them), so a flag written after its data
@@ -96,6 +123,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -141,9 +169,22 @@ using PdPtr = Owned<ibv_pd, ibv_dealloc_pd>;
 using CqPtr = Owned<ibv_cq, ibv_destroy_cq>;
 using MrPtr = Owned<ibv_mr, rdma_dereg_mr>;
 
+// A writer's slot area of a window, registered on that writer's request.
+struct SlotArea {
+  uint64_t addr = 0;
+  size_t length = 0;
+  MrPtr mr;
+};
+
 // What reg_write hands out: the contract's view plus the verbs MR behind it.
+// A window registered in part ("Windows registered in part" above) spans
+// the whole window in the contract's view (addr, length, rkey: what the
+// Channel trades) while mr covers only its first `registered` bytes, the
+// headers; `areas` are the writers' slot areas registered since.
 struct RdmaMemoryRegion : MemoryRegion {
   MrPtr mr;
+  size_t registered = 0;
+  std::vector<SlotArea> areas;
 };
 
 // ---------------------------------------------------------------- knobs
@@ -283,12 +324,49 @@ struct Hello {
   uint32_t reserved;
 };
 constexpr uint32_t kHelloMagic = 0x636f6c31;  // "col1"
-constexpr const char* kBlobTag = "coll-rdma-1";
+constexpr const char* kBlobTag = "coll-rdma-2";
+
+// ---------------------------------------------------------------- control block
+
+// A writer's request that the owner register its slot area of a window
+// ("Windows registered in part"), as it travels: the fields, then the
+// sequence number in a write of its own, so that the owner never reads a
+// sequence ahead of its fields.
+struct AreaRequest {
+  uint64_t addr;
+  uint64_t length;
+  uint64_t window_rkey;
+  uint64_t sequence;
+};
+
+// Entry q of a rank's control block. A rank never asks itself, so its own
+// entry holds its doorbell (request.sequence: set by a writer after its
+// request) and the 1 its own doorbell writes come from (out_answer).
+struct ControlEntry {
+  AreaRequest request;      // q's request to this rank (q writes it)
+  uint64_t answer;          // q's answer to this rank's request (q writes it)
+  AreaRequest out_request;  // this rank's request to q: the source of its writes
+  uint64_t out_answer;      // this rank's answer to q: the source of its write
+  uint64_t reserved;
+};
+
+// An answer is one 8-byte word, so that it lands whole (the contract's
+// atomic 8-byte write): the request's sequence (low 24 bits), a status,
+// the rkey.
+enum AnswerStatus : uint64_t { kAreaRegistered = 0, kAreaNoMemory = 1, kAreaRefused = 2 };
+constexpr uint64_t kAnswerSequenceMask = (uint64_t(1) << 24) - 1;
+
+uint64_t encode_answer(uint64_t sequence, AnswerStatus status, uint32_t rkey) {
+  return (sequence & kAnswerSequenceMask) << 40 | uint64_t(status) << 32 | rkey;
+}
+uint64_t answer_sequence(uint64_t answer) { return answer >> 40; }
+AnswerStatus answer_status(uint64_t answer) { return AnswerStatus((answer >> 32) & 0xff); }
+uint32_t answer_rkey(uint64_t answer) { return static_cast<uint32_t>(answer); }
 constexpr uint32_t kRequestedInline = 64;
 
 // ---------------------------------------------------------------- transport
 
-class RdmaTransport final : public Transport {
+class RdmaTransport final : public RdmaPart {
  public:
   // reach: the peers to connect (empty: every rank); writes to the others
   // fail with EINVAL and check_peer ignores them (shm+rdma's other half
@@ -304,16 +382,20 @@ class RdmaTransport final : public Transport {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  // Registered whole: ibv_reg_mr pins every page (eager_bytes is moot).
-  void* alloc_window(size_t bytes, size_t /*eager_bytes*/) override {
-    return windows_.alloc(bytes);
-  }
+  void* alloc_window(size_t bytes, size_t eager_bytes) override;
   void free_window(void* addr, size_t bytes) override;
+  void register_in_part(void* addr, size_t bytes, size_t eager_bytes) override;
+  void window_freed(void* addr) override { in_part_.erase(addr); }
 
   MemoryRegion* reg_write(void* addr, size_t length) override;
   int dereg(MemoryRegion* mr) override;
   int post_write(int peer, uint64_t context, const void* local_addr, size_t length,
                  MemoryRegion* mr, int flags, uint64_t remote_addr, uint32_t rkey) override;
+  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey,
+                    uint64_t area_addr, size_t area_length) override;
+  void forget_window(int peer, uint32_t rkey) override;
+  uint64_t internal_registrations() const override;
+  uint64_t pinned_bytes() const override;
   int poll(Completion* out, int max) override;
   bool needs_local_registration() const override { return true; }
   void check_peer(int peer) override;
@@ -327,6 +409,14 @@ class RdmaTransport final : public Transport {
 
  private:
   enum class State { kNone, kConnecting, kAccepting, kEstablished };
+
+  // This rank's slot area in a peer's window, and the rkey the peer
+  // registered it under (prepare_write).
+  struct AreaKey {
+    uint32_t window_rkey;
+    uint64_t begin, end;
+    uint32_t rkey;
+  };
 
   // A signaled work request, in posting order on its QP.
   struct SignaledWrite {
@@ -350,6 +440,10 @@ class RdmaTransport final : public Transport {
     std::deque<SignaledWrite> signaled;
     bool lost = false;
     std::string lost_reason;
+    RemoteRegion control;          // its control block
+    std::vector<AreaKey> areas;    // this rank's slot areas in its windows
+    uint64_t requests_sent = 0;    // area requests this rank made to it
+    uint64_t requests_served = 0;  // the sequence of its last request answered here
   };
 
   // Setup.
@@ -366,6 +460,30 @@ class RdmaTransport final : public Transport {
   // Dials peer if need be and waits (bounded) until its QP is up: false
   // (errno set, the transport failed) when it cannot be.
   bool ensure_connected(int peer);
+
+  // Windows registered in part (the header's section).
+  void create_control_block();
+  ControlEntry& entry(int peer) { return control_[static_cast<size_t>(peer)]; }
+  uint64_t& doorbell() { return entry(rank_).request.sequence; }
+  // Where entry `of` lies in peer's control block.
+  uint64_t remote_entry(int peer, int of) const {
+    return peers_[static_cast<size_t>(peer)].control.addr +
+           static_cast<uint64_t>(of) * sizeof(ControlEntry);
+  }
+  // ibv_reg_mr with the contract's access; throws (NO_RESOURCES for ENOMEM,
+  // with the memlock hint).
+  MrPtr pin(void* addr, size_t length, const char* what);
+  int request_area(int peer, uint64_t area_addr, size_t area_length, uint32_t window_rkey);
+  int post_area_request(int peer);
+  int wait_for_answer(int peer, uint64_t sequence, uint64_t* answer);
+  void serve_area_requests();
+  void answer_area_request(int writer);
+  RdmaMemoryRegion* window_holding(const AreaRequest& request);
+  // The slot area in p's window (rkey) that a write of length bytes at
+  // remote_addr lands in, if any; the rkey to write it with.
+  static const AreaKey* find_area(const Peer& p, uint64_t remote_addr, size_t length,
+                                  uint32_t rkey);
+  uint32_t area_rkey(const Peer& p, uint64_t remote_addr, size_t length, uint32_t rkey) const;
 
   // Data path.
   void drain_completions();
@@ -389,8 +507,16 @@ class RdmaTransport final : public Transport {
   // every MR and disconnected every peer: QPs (peers_) before the CQ they
   // post to and the PD they belong to; the window memory last.
   AnonymousWindows windows_{"RDMA"};
+  // The windows registered in part, by base address: their bytes and the
+  // bytes registered at reg_write (eager_bytes), both page rounded.
+  struct InPart {
+    size_t bytes, eager;
+  };
+  std::unordered_map<const void*, InPart> in_part_;
+  std::vector<ControlEntry> control_;  // an entry per rank (the header's section)
   EndpointPtr listen_id_;
   PdPtr pd_;
+  std::unique_ptr<RdmaMemoryRegion> control_mr_;
   CqPtr cq_;
   std::vector<Peer> peers_;
   std::vector<int> handshaking_;  // peers with a handshake under way (either side)
@@ -419,10 +545,14 @@ RdmaTransport::RdmaTransport(Bootstrap& boot, const TransportOptions& opts,
   local_ip_ = choose_local_address(rank_);
   listen_on(local_ip_);
   create_verbs_resources();
+  create_control_block();
 
   std::string port = std::to_string(ntohs(rdma_get_src_port(listen_id_.get())));
-  std::vector<std::string> blobs =
-      boot.allgather(std::string(kBlobTag) + " " + local_ip_ + " " + port, opts.timeout_s);
+  std::vector<std::string> blobs = boot.allgather(
+      strfmt("%s %s %s %llu %u", kBlobTag, local_ip_.c_str(), port.c_str(),
+             static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(control_.data())),
+             control_mr_->rkey),
+      opts.timeout_s);
   if (blobs.size() != static_cast<size_t>(size_)) {
     fail(COLL_ERR_INTERNAL, "RDMA transport: bootstrap returned %zu addresses for %d ranks",
          blobs.size(), size_);
@@ -431,8 +561,8 @@ RdmaTransport::RdmaTransport(Bootstrap& boot, const TransportOptions& opts,
     std::istringstream fields(blobs[static_cast<size_t>(peer)]);
     std::string tag;
     Peer& p = peers_[static_cast<size_t>(peer)];
-    fields >> tag >> p.ip >> p.port;
-    if (tag != kBlobTag || p.ip.empty() || p.port.empty()) {
+    fields >> tag >> p.ip >> p.port >> p.control.addr >> p.control.rkey;
+    if (tag != kBlobTag || p.ip.empty() || p.port.empty() || !fields) {
       fail(COLL_ERR_INTERNAL, "RDMA transport: rank %d published '%s', not an RDMA address", peer,
            blobs[static_cast<size_t>(peer)].c_str());
     }
@@ -446,6 +576,7 @@ RdmaTransport::~RdmaTransport() {
   // rdma_dereg_mr(3): deregister all memory registered on the id's PD before
   // the ids and the PD are destroyed.
   regions_.clear();
+  control_mr_.reset();
   for (Peer& peer : peers_) {
     // With the channel non-blocking, rdma_disconnect does not wait for the
     // DISCONNECTED event (EAGAIN instead): teardown cannot hang on a peer.
@@ -772,8 +903,7 @@ bool RdmaTransport::ensure_connected(int peer) {
   return true;
 }
 
-MemoryRegion* RdmaTransport::reg_write(void* addr, size_t length) {
-  if (length == 0) fail(COLL_ERR_INVALID_ARG, "RDMA transport: registration of 0 bytes");
+MrPtr RdmaTransport::pin(void* addr, size_t length, const char* what) {
   // rdma_reg_write(3) is ibv_reg_mr(id->pd, addr, length,
   // IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) (rdma/rdma_verbs.h).
   // Registered on the PD shared by every QP, with exactly that access, so the
@@ -784,18 +914,44 @@ MemoryRegion* RdmaTransport::reg_write(void* addr, size_t length) {
     int err = errno;
     if (err == ENOMEM) {
       fail(COLL_ERR_NO_RESOURCES,
-           "RDMA transport: rdma_reg_write of %zu bytes at %p failed: %s; %s", length, addr,
-           std::strerror(err), describe_memlock_limit().c_str());
+           "RDMA transport: rank %d: rdma_reg_write of %s, %zu bytes at %p, failed: %s; %s", rank_,
+           what, length, addr, std::strerror(err), describe_memlock_limit().c_str());
     }
-    fail_errno(COLL_ERR_TRANSPORT, err, "RDMA transport: rdma_reg_write of %zu bytes at %p failed",
-               length, addr);
+    fail_errno(COLL_ERR_TRANSPORT, err,
+               "RDMA transport: rank %d: rdma_reg_write of %s, %zu bytes at %p, failed", rank_,
+               what, length, addr);
   }
+  return MrPtr(mr);
+}
+
+// A window registered in part ("Windows registered in part") is pinned
+// here for its headers only.
+void* RdmaTransport::alloc_window(size_t bytes, size_t eager_bytes) {
+  void* addr = windows_.alloc(bytes);
+  register_in_part(addr, bytes, eager_bytes);
+  return addr;
+}
+
+void RdmaTransport::register_in_part(void* addr, size_t bytes, size_t eager_bytes) {
+  const size_t eager = AnonymousWindows::page_round(eager_bytes);
+  const size_t length = AnonymousWindows::page_round(bytes);
+  if (eager > 0 && eager < length) in_part_[addr] = {length, eager};
+}
+
+MemoryRegion* RdmaTransport::reg_write(void* addr, size_t length) {
+  if (length == 0) fail(COLL_ERR_INVALID_ARG, "RDMA transport: registration of 0 bytes");
+  auto window = in_part_.find(addr);
+  const size_t registered =
+      (window != in_part_.end() && AnonymousWindows::page_round(length) == window->second.bytes)
+          ? window->second.eager
+          : length;
   auto region = std::make_unique<RdmaMemoryRegion>();
-  region->mr.reset(mr);
+  region->mr = pin(addr, registered, registered < length ? "a window's headers" : "memory");
+  region->registered = registered;
   region->addr = addr;
   region->length = length;
-  region->lkey = mr->lkey;
-  region->rkey = mr->rkey;
+  region->lkey = region->mr->lkey;
+  region->rkey = region->mr->rkey;
   MemoryRegion* handle = region.get();
   regions_.emplace(handle, std::move(region));
   return handle;
@@ -809,7 +965,7 @@ int RdmaTransport::dereg(MemoryRegion* mr) {
   }
   if (rdma_dereg_mr(it->second->mr.get()) != 0) return -1;  // errno set; stays registered
   (void)it->second->mr.release();
-  regions_.erase(it);
+  regions_.erase(it);  // its slot areas' MRs go with it (MrPtr: rdma_dereg_mr)
   return 0;
 }
 
@@ -835,6 +991,7 @@ void RdmaTransport::free_window(void* addr, size_t bytes) {
     }
   }
   windows_.release(addr);
+  window_freed(addr);
 }
 
 int RdmaTransport::post_write(int peer, uint64_t context, const void* local_addr, size_t length,
@@ -899,7 +1056,7 @@ int RdmaTransport::post_write(int peer, uint64_t context, const void* local_addr
   auto* verbs_mr = (mr != nullptr) ? static_cast<RdmaMemoryRegion*>(mr)->mr.get() : nullptr;
   if (rdma_post_write(p.id.get(), reinterpret_cast<void*>(static_cast<uintptr_t>(context)),
                       const_cast<void*>(local_addr), length, verbs_mr, send_flags, remote_addr,
-                      rkey) != 0) {
+                      area_rkey(p, remote_addr, length, rkey)) != 0) {
     return -1;  // errno from ibv_post_send
   }
   ++p.posted;
@@ -1006,6 +1163,7 @@ int RdmaTransport::poll(Completion* out, int max) {
   // spins on poll is where this rank is (check_peer, every 10 ms, does it
   // too). One read of the listener in 256 polls costs ~1 ns a poll.
   if ((++polls_ & 255) == 0) progress_connections();
+  serve_area_requests();  // one load unless a writer rang
   if (ready_.empty()) drain_completions();
   int n = 0;
   while (n < max && !ready_.empty()) {
@@ -1022,6 +1180,7 @@ int RdmaTransport::poll(Completion* out, int max) {
 
 void RdmaTransport::check_peer(int peer) {
   progress_connections();
+  serve_area_requests();
   if (peer >= 0 && peer < size_ && peer != rank_ && reaches(peer)) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     // A peer this rank has no QP with, either way: dial it in the
@@ -1045,6 +1204,208 @@ void RdmaTransport::check_peer(int peer) {
   if (failed_) throw Error(failure_status_, failure_message_);
 }
 
+// ---------------------------------------------------------------- windows registered in part
+
+void RdmaTransport::create_control_block() {
+  control_.assign(static_cast<size_t>(size_), ControlEntry{});
+  entry(rank_).out_answer = 1;  // what this rank's doorbell writes carry
+  auto region = std::make_unique<RdmaMemoryRegion>();
+  region->mr = pin(control_.data(), control_.size() * sizeof(ControlEntry), "the control block");
+  region->addr = control_.data();
+  region->length = region->registered = control_.size() * sizeof(ControlEntry);
+  region->lkey = region->mr->lkey;
+  region->rkey = region->mr->rkey;
+  control_mr_ = std::move(region);
+}
+
+const RdmaTransport::AreaKey* RdmaTransport::find_area(const Peer& p, uint64_t remote_addr,
+                                                       size_t length, uint32_t rkey) {
+  for (const AreaKey& a : p.areas)
+    if (a.window_rkey == rkey && remote_addr >= a.begin && remote_addr + length <= a.end) return &a;
+  return nullptr;
+}
+
+uint32_t RdmaTransport::area_rkey(const Peer& p, uint64_t remote_addr, size_t length,
+                                  uint32_t rkey) const {
+  const AreaKey* area = find_area(p, remote_addr, length, rkey);
+  return area != nullptr ? area->rkey : rkey;
+}
+
+int RdmaTransport::prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey,
+                                 uint64_t area_addr, size_t area_length) {
+  if (peer < 0 || peer >= size_ || !reaches(peer) || remote_addr < area_addr ||
+      remote_addr + length > area_addr + area_length) {
+    errno = EINVAL;
+    return -1;
+  }
+  // A write to itself is a copy (write_to_self): nothing to register.
+  if (length == 0 || peer == rank_) return 0;
+  if (find_area(peers_[static_cast<size_t>(peer)], remote_addr, length, rkey) != nullptr) return 0;
+  return request_area(peer, area_addr, area_length, rkey);
+}
+
+void RdmaTransport::forget_window(int peer, uint32_t rkey) {
+  if (peer < 0 || peer >= size_) return;
+  std::vector<AreaKey>& areas = peers_[static_cast<size_t>(peer)].areas;
+  areas.erase(std::remove_if(areas.begin(), areas.end(),
+                             [rkey](const AreaKey& a) { return a.window_rkey == rkey; }),
+              areas.end());
+}
+
+// The writer's side: ask, wait for the answer, keep the rkey.
+int RdmaTransport::request_area(int peer, uint64_t area_addr, size_t area_length,
+                                uint32_t window_rkey) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  const uint64_t sequence = ++p.requests_sent;
+  entry(peer).out_request = {area_addr, area_length, window_rkey, sequence};
+  uint64_t answer = 0;
+  if (post_area_request(peer) != 0 || wait_for_answer(peer, sequence, &answer) != 0) return -1;
+  switch (answer_status(answer)) {
+    case kAreaRegistered:
+      p.areas.push_back({window_rkey, area_addr, area_addr + area_length, answer_rkey(answer)});
+      return 0;
+    case kAreaNoMemory:
+      errno = ENOMEM;  // the owner's transport has failed, saying why
+      return -1;
+    default:
+      errno = EACCES;  // not a window of the owner's, as a bad rkey would be
+      return -1;
+  }
+}
+
+// Fields, sequence, doorbell: three writes on the QP to the owner, placed
+// in that order (the contract's ordering promise), from the control block
+// (registered, and unchanged until the answer, which comes after them).
+int RdmaTransport::post_area_request(int peer) {
+  ControlEntry& mine = entry(peer);
+  const uint64_t at = remote_entry(peer, rank_) + offsetof(ControlEntry, request);
+  const uint32_t rkey = peers_[static_cast<size_t>(peer)].control.rkey;
+  const uint64_t doorbell_at =
+      remote_entry(peer, peer) + offsetof(ControlEntry, request) + offsetof(AreaRequest, sequence);
+  if (post_write(peer, 0, &mine.out_request, offsetof(AreaRequest, sequence), control_mr_.get(), 0,
+                 at, rkey) != 0 ||
+      post_write(peer, 0, &mine.out_request.sequence, 8, control_mr_.get(), 0,
+                 at + offsetof(AreaRequest, sequence), rkey) != 0)
+    return -1;
+  return post_write(peer, 0, &entry(rank_).out_answer, 8, control_mr_.get(), 0, doorbell_at, rkey);
+}
+
+// Bounded, as a first write's wait for its queue pair: the owner answers
+// from its progress calls, so an owner outside the library answers when it
+// is back. Meanwhile this rank answers requests to itself and accepts
+// connections (the owner may have to dial it to answer).
+int RdmaTransport::wait_for_answer(int peer, uint64_t sequence, uint64_t* answer) {
+  const Clock::time_point deadline = deadline_after(timeout_s_);
+  const uint64_t* word = &entry(peer).answer;
+  for (;;) {
+    *answer = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    if (answer_sequence(*answer) == (sequence & kAnswerSequenceMask)) return 0;
+    try {
+      check_peer(peer);  // progress, requests to this rank, a lost peer
+    } catch (const Error&) {
+      errno = (failure_status_ == COLL_ERR_PEER_LOST) ? ENOTCONN : EIO;
+      return -1;
+    }
+    drain_completions();
+    if (seconds_left(deadline) <= 0) {
+      mark_failed(COLL_ERR_TIMEOUT, peer,
+                  strfmt("RDMA transport: rank %d waited %.0f s for rank %d to register its "
+                         "slots in a window (COLL_TIMEOUT): is that rank inside libcoll?",
+                         rank_, timeout_s_, peer));
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    pollfd listener{listen_id_->channel->fd, POLLIN, 0};
+    (void)::poll(&listener, 1, 1);  // a millisecond, or a peer dialing
+  }
+}
+
+// The owner's side, from every poll and check_peer.
+void RdmaTransport::serve_area_requests() {
+  if (failed_ || __atomic_load_n(&doorbell(), __ATOMIC_ACQUIRE) == 0) return;
+  // Cleared before the scan: a doorbell that lands after this store rings
+  // again for the next call, one that landed before it has its request
+  // (written before it on the same QP) visible to the scan.
+  __atomic_store_n(&doorbell(), 0, __ATOMIC_SEQ_CST);
+  for (int writer = 0; writer < size_; ++writer) {
+    if (writer == rank_ || !reaches(writer)) continue;
+    const uint64_t sequence = __atomic_load_n(&entry(writer).request.sequence, __ATOMIC_ACQUIRE);
+    Peer& p = peers_[static_cast<size_t>(writer)];
+    if (sequence == p.requests_served) continue;
+    p.requests_served = sequence;
+    answer_area_request(writer);
+  }
+}
+
+// The region (a window of this rank's) that the request's area lies in.
+RdmaMemoryRegion* RdmaTransport::window_holding(const AreaRequest& request) {
+  for (const auto& [handle, region] : regions_) {
+    const auto begin = reinterpret_cast<uint64_t>(region->addr);
+    if (region->rkey == request.window_rkey && request.addr >= begin &&
+        request.addr + request.length <= begin + region->length)
+      return region.get();
+  }
+  return nullptr;
+}
+
+// Registers the writer's area (once: a request asked again gets the same
+// rkey) and answers. A registration that fails is answered, then fails
+// this transport: the writer's prepare_write and this rank's next call both
+// report it.
+void RdmaTransport::answer_area_request(int writer) {
+  ControlEntry& e = entry(writer);
+  const AreaRequest request = e.request;
+  AnswerStatus status = kAreaRegistered;
+  uint32_t rkey = 0;
+  int failure = 0;
+  std::string why;
+  RdmaMemoryRegion* window = window_holding(request);
+  if (window == nullptr) {
+    status = kAreaRefused;
+  } else if (request.addr + request.length <=
+             reinterpret_cast<uint64_t>(window->addr) + window->registered) {
+    rkey = window->rkey;  // registered whole
+  } else {
+    auto known = std::find_if(window->areas.begin(), window->areas.end(), [&](const SlotArea& a) {
+      return a.addr == request.addr && a.length == request.length;
+    });
+    try {
+      if (known == window->areas.end()) {
+        const std::string what = strfmt("the slots of rank %d in a window", writer);
+        window->areas.push_back({request.addr, request.length,
+                                 pin(reinterpret_cast<void*>(static_cast<uintptr_t>(request.addr)),
+                                     request.length, what.c_str())});
+        known = window->areas.end() - 1;
+      }
+      rkey = known->mr->rkey;
+    } catch (const Error& error) {
+      status = error.status() == COLL_ERR_NO_RESOURCES ? kAreaNoMemory : kAreaRefused;
+      failure = error.status();
+      why = error.what();
+    }
+  }
+  e.out_answer = encode_answer(request.sequence, status, rkey);
+  (void)post_write(writer, 0, &e.out_answer, 8, control_mr_.get(), 0,
+                   remote_entry(writer, rank_) + offsetof(ControlEntry, answer),
+                   peers_[static_cast<size_t>(writer)].control.rkey);
+  if (failure != 0) mark_failed(failure, writer, why);
+}
+
+uint64_t RdmaTransport::internal_registrations() const {
+  uint64_t n = control_mr_ ? 1 : 0;
+  for (const auto& [handle, region] : regions_) n += region->areas.size();
+  return n;
+}
+
+uint64_t RdmaTransport::pinned_bytes() const {
+  uint64_t bytes = control_mr_ ? control_mr_->registered : 0;
+  for (const auto& [handle, region] : regions_) {
+    bytes += region->registered;
+    for (const SlotArea& a : region->areas) bytes += a.length;
+  }
+  return bytes;
+}
+
 void RdmaTransport::mark_failed(int status, int peer, std::string message) {
   if (failed_) return;  // the first failure is the cause; keep it
   failed_ = true;
@@ -1064,8 +1425,8 @@ std::unique_ptr<Transport> make_rdma_transport(Bootstrap& boot, const TransportO
   return std::make_unique<RdmaTransport>(boot, opts, std::vector<bool>());
 }
 
-std::unique_ptr<Transport> make_rdma_transport_part(Bootstrap& boot, const TransportOptions& opts,
-                                                    const std::vector<bool>& reach) {
+std::unique_ptr<RdmaPart> make_rdma_transport_part(Bootstrap& boot, const TransportOptions& opts,
+                                                   const std::vector<bool>& reach) {
   if (reach.size() != static_cast<size_t>(boot.size()))
     fail(COLL_ERR_INTERNAL, "rdma part: %zu reach flags for %d ranks", reach.size(), boot.size());
   return std::make_unique<RdmaTransport>(boot, opts, reach);

@@ -22,9 +22,14 @@
 // Windows live in the shm half's arena, where peers on the host copy into
 // them through their mapping, and are registered with the NIC like any
 // memory (ibv_reg_mr pins shared file pages as it pins anonymous ones).
-// Committed whole: a registration pins every page anyway, and a page that
-// /dev/shm could not give would fail the registration, clearly, instead of
-// faulting later.
+// Committed and pinned in part, as each half does alone: the headers at
+// allocation and registration; a writer's slots when it first writes
+// there (prepare_write), a writer on the host committing them through its
+// mapping (the shm half), one across hosts having the owner register them
+// (the rdma half's register_in_part; the registration commits the pages,
+// and a page that /dev/shm could not give fails it, clearly, instead of
+// faulting later). The NIC's area rkeys are not in the shm table: writers
+// on the host write under the window's rkey, which covers all of it there.
 //
 // Local registration: the rdma half needs the sources of its writes
 // registered, so this transport says it does (needs_local_registration):
@@ -74,11 +79,14 @@ class ShmRdmaTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void* alloc_window(size_t bytes, size_t /*eager_bytes*/) override {
-    return shm_.transport->alloc_window(bytes, bytes);
+  void* alloc_window(size_t bytes, size_t eager_bytes) override {
+    void* window = shm_.transport->alloc_window(bytes, eager_bytes);
+    rdma_->register_in_part(window, bytes, eager_bytes);
+    return window;
   }
   void free_window(void* addr, size_t bytes) override {
-    shm_.transport->free_window(addr, bytes);
+    shm_.transport->free_window(addr, bytes);  // throws for a bad range: nothing changed
+    rdma_->window_freed(addr);
   }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
@@ -185,6 +193,17 @@ class ShmRdmaTransport final : public Transport {
     return shm_.transport->connections() + rdma_->connections();
   }
   uint64_t network_bytes() const override { return rdma_->network_bytes(); }
+  // Each peer's path commits (shm) or has registered (rdma) its slots.
+  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey,
+                    uint64_t area_addr, size_t area_length) override {
+    Transport& path =
+        (peer >= 0 && peer < size_ && same_host_[size_t(peer)]) ? *shm_.transport : *rdma_;
+    return path.prepare_write(peer, remote_addr, length, rkey, area_addr, area_length);
+  }
+  void forget_window(int peer, uint32_t rkey) override { rdma_->forget_window(peer, rkey); }
+  // The rdma half's control block and slot areas.
+  uint64_t internal_registrations() const override { return rdma_->internal_registrations(); }
+  uint64_t pinned_bytes() const override { return rdma_->pinned_bytes(); }
 
   bool shares_cpu_placement() const override { return true; }
   void publish_cpu(int cpu) override { shm_.transport->publish_cpu(cpu); }
@@ -200,7 +219,7 @@ class ShmRdmaTransport final : public Transport {
   // (its destructor deregisters what is still registered, then its QPs and
   // PD), then the shm half (the segment those MRs pinned).
   ShmPart shm_;
-  std::unique_ptr<Transport> rdma_;
+  std::unique_ptr<RdmaPart> rdma_;
   std::unordered_map<const MemoryRegion*, std::unique_ptr<PairedRegion>> regions_;
 };
 

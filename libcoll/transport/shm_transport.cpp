@@ -351,7 +351,9 @@ class ShmTransport final : public Transport {
   // writable now, and fails (EFAULT: "a SIGBUS would have been generated")
   // where tmpfs has no page to give, which a copy would have met as a
   // SIGBUS. Pages already there cost a page-table walk.
-  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey) override {
+  // The area is moot: shm commits exactly the range.
+  int prepare_write(int peer, uint64_t remote_addr, size_t length, uint32_t rkey,
+                    uint64_t /*area_addr*/, size_t /*area_length*/) override {
     if (length == 0 || !lazy_commit_) return 0;
     Target t;
     if (!find_target(peer, remote_addr, length, rkey, &t)) return -1;

@@ -187,12 +187,33 @@ class Transport {
   // in a copy: 0, or -1 with errno (ENOMEM: /dev/shm or memory full;
   // EACCES: not a range of a region of the peer's window). shm populates
   // the pages through this rank's mapping of the peer's segment
-  // (MADV_POPULATE_WRITE). Elsewhere a no-op: tcp's windows are anonymous
-  // memory that the kernel commits as it is written, rdma pins them whole.
+  // (MADV_POPULATE_WRITE). [area_addr, area_addr + area_length) holds the
+  // range: the part of the window that this writer alone writes (its
+  // slots). rdma, whose windows are registered in part (alloc_window's
+  // eager_bytes; a registration pins every page), has the owner register
+  // the whole area for this writer the first time, and writes into it
+  // under that registration's rkey from then on: it may wait (bounded) for
+  // the owner to answer from its progress calls, as a first write waits for
+  // its queue pair, and fails with ENOMEM where the owner could not pin it
+  // (its locked-memory limit; the owner's transport fails too, with
+  // COLL_ERR_NO_RESOURCES). tcp: a no-op, its windows are anonymous memory
+  // that the kernel commits as it is written.
   virtual int prepare_write(int /*peer*/, uint64_t /*remote_addr*/, size_t /*length*/,
-                            uint32_t /*rkey*/) {
+                            uint32_t /*rkey*/, uint64_t /*area_addr*/, size_t /*area_length*/) {
     return 0;
   }
+  // The caller writes no more into the peer's window registered as rkey
+  // (its communicator is gone): a backend forgets what prepare_write
+  // learnt for it (rdma: the rkeys of the areas registered there), so that
+  // a later window with the same rkey is asked afresh.
+  virtual void forget_window(int /*peer*/, uint32_t /*rkey*/) {}
+
+  // Registrations the backend made by itself, beyond those reg_write
+  // handed out (rdma: its control block, and the slot areas it registered
+  // for its writers), and the bytes that all of its registrations pin
+  // (0 where nothing is pinned): for the resource stats and the tests.
+  virtual uint64_t internal_registrations() const { return 0; }
+  virtual uint64_t pinned_bytes() const { return 0; }
 
   // Line messages (the idea of NCCL's LL protocol): writes the len bytes of
   // src as ceil(len / 56) 64-byte lines at remote_addr (64-byte aligned);

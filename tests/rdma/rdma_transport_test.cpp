@@ -756,6 +756,182 @@ TEST_F(RdmaTransportTest, RegistrationOverTheLockedMemoryLimitNamesUlimit) {
   }));
 }
 
+// ---------------------------------------------------------------- windows registered in part
+
+// A window of 3 partners laid out as the Channel lays one out: a page of
+// headers (eager), then each partner's slot area of 2 pages.
+constexpr size_t kHeaderBytes = 4096, kAreaBytes = 8192;
+constexpr size_t kLazyWindowBytes = kHeaderBytes + 3 * kAreaBytes;
+
+uint64_t area_of(const RemoteRegion& window, int writer) {
+  return window.addr + kHeaderBytes + static_cast<uint64_t>(writer) * kAreaBytes;
+}
+
+// writer's data into its area of owner's window (prepare_write first, as
+// Channel::commit_slot does), then a flag in the headers under the window's
+// own rkey. 0, or 1 after CHILD_CHECK reported why.
+int write_into_area(Transport& t, int owner, const RemoteRegion& window, uint64_t flag) {
+  const int me = t.rank();
+  std::vector<uint8_t> data(5000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(me, owner, i);
+  MemoryRegion* source = t.reg_write(data.data(), data.size());
+  const uint64_t area = area_of(window, me), at = area + 100;
+  CHILD_CHECK(t.prepare_write(owner, at, data.size(), window.rkey, area, kAreaBytes) == 0,
+              "prepare_write to rank %d: %s", owner, std::strerror(errno));
+  // Again, further into the area: answered from what this rank knows.
+  CHILD_CHECK(t.prepare_write(owner, area, kAreaBytes, window.rkey, area, kAreaBytes) == 0,
+              "a second prepare_write to rank %d: %s", owner, std::strerror(errno));
+  CHILD_CHECK(t.post_write(owner, 9, data.data(), data.size(), source, kWriteSignaled, at,
+                           window.rkey) == 0,
+              "data to rank %d: %s", owner, std::strerror(errno));
+  CHILD_CHECK(t.post_write(owner, 0, &flag, 8, nullptr, 0, window.addr + 8 * me, window.rkey) == 0,
+              "flag to rank %d: %s", owner, std::strerror(errno));
+  Driver driver(t);
+  CHILD_CHECK(driver.wait_completion(9), "the data's completion at rank %d", owner);
+  CHILD_CHECK(t.dereg(source) == 0, "dereg the source");
+  return 0;
+}
+
+// At the owner: writer's flag (write_into_area), then its data, exact.
+// 0, or 1 after CHILD_CHECK reported why.
+int check_area(Driver& driver, uint8_t* window, int writer) {
+  CHILD_CHECK(driver.wait_word(reinterpret_cast<uint64_t*>(window) + writer,
+                               10 + static_cast<uint64_t>(writer), writer),
+              "the flag of rank %d", writer);
+  const uint8_t* data = window + kHeaderBytes + static_cast<size_t>(writer) * kAreaBytes + 100;
+  for (size_t i = 0; i < 5000; ++i)
+    CHILD_CHECK(data[i] == pattern(writer, 0, i), "byte %zu from rank %d", i, writer);
+  return 0;
+}
+
+// dereg gives back every registration the window's writers asked for:
+// what is pinned is as it was before the window (regs, pinned).
+int release_window(Transport& t, MemoryRegion* mr, void* window, uint64_t regs, uint64_t pinned) {
+  CHILD_CHECK(t.dereg(mr) == 0, "dereg: %s", std::strerror(errno));
+  CHILD_CHECK(t.internal_registrations() == regs && t.pinned_bytes() == pinned,
+              "after dereg: %llu registrations, %llu bytes",
+              static_cast<unsigned long long>(t.internal_registrations()),
+              static_cast<unsigned long long>(t.pinned_bytes()));
+  t.free_window(window, kLazyWindowBytes);
+  return 0;
+}
+
+// Only the headers are pinned when a window is registered; a writer's slot
+// area when that writer first prepares a write there (one registration per
+// window and writer, made by the owner on the writer's request); dereg
+// gives them all back. Rank 1 writes into rank 0's window, then rank 2;
+// nobody writes into the others' windows, which keep their headers only.
+TEST_F(RdmaTransportTest, WindowsArePinnedForTheirHeadersAndTheSlotsWrittenTo) {
+  expect_all_succeeded(run_ranks(3, [](FileBootstrap& boot) {
+    std::unique_ptr<Transport> t = make_transport(boot);
+    const int me = boot.rank();
+    const uint64_t regs = t->internal_registrations(), pinned = t->pinned_bytes();
+    CHILD_CHECK(regs == 1 && pinned > 0, "the control block: %llu registrations, %llu bytes",
+                static_cast<unsigned long long>(regs), static_cast<unsigned long long>(pinned));
+    auto* window = static_cast<uint8_t*>(t->alloc_window(kLazyWindowBytes, kHeaderBytes));
+    MemoryRegion* mr = t->reg_write(window, kLazyWindowBytes);
+    CHILD_CHECK(mr->length == kLazyWindowBytes, "the region spans %zu bytes", mr->length);
+    CHILD_CHECK(t->pinned_bytes() == pinned + kHeaderBytes && t->internal_registrations() == regs,
+                "a window pins %llu bytes in %llu registrations of its own, not its headers",
+                static_cast<unsigned long long>(t->pinned_bytes() - pinned),
+                static_cast<unsigned long long>(t->internal_registrations() - regs));
+    const std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+    Driver driver(*t);
+    auto expect_pinned = [&](uint64_t areas) {
+      return t->internal_registrations() == regs + areas &&
+             t->pinned_bytes() == pinned + kHeaderBytes + areas * kAreaBytes;
+    };
+    for (int writer : {1, 2}) {
+      if (me == writer && write_into_area(*t, 0, remote[0], 10 + writer) != 0) return 1;
+      if (me == 0) {
+        if (check_area(driver, window, writer) != 0) return 1;
+        CHILD_CHECK(expect_pinned(static_cast<uint64_t>(writer)),
+                    "after rank %d wrote: %llu registrations, %llu bytes pinned beyond the control "
+                    "block",
+                    writer, static_cast<unsigned long long>(t->internal_registrations() - regs),
+                    static_cast<unsigned long long>(t->pinned_bytes() - pinned));
+      }
+      boot.barrier(kSetupTimeout);
+    }
+    if (me != 0) CHILD_CHECK(expect_pinned(0), "rank %d's window was written to", me);
+    return release_window(*t, mr, window, regs, pinned);
+  }));
+}
+
+// shm+rdma: a writer on the host commits its slots through its mapping
+// (the shm half), one across hosts has the owner register them (the rdma
+// half): rank 0's window, written by rank 1 (same host) and rank 2 (the
+// other host), pins its headers and rank 2's area only.
+TEST_F(RdmaTransportTest, ShmRdmaWindowsPinOnlyTheSlotsOfWritersAcrossHosts) {
+  expect_all_succeeded(run_ranks(3, [](FileBootstrap& boot) {
+    TransportOptions options;
+    options.timeout_s = kSetupTimeout;
+    const std::vector<std::string> hosts{"host-a", "host-a", "host-b"};
+    std::unique_ptr<Transport> t = make_shm_rdma_transport(boot, options, hosts);
+    const int me = boot.rank();
+    const uint64_t regs = t->internal_registrations(), pinned = t->pinned_bytes();
+    auto* window = static_cast<uint8_t*>(t->alloc_window(kLazyWindowBytes, kHeaderBytes));
+    MemoryRegion* mr = t->reg_write(window, kLazyWindowBytes);
+    const std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+    if (me > 0 && write_into_area(*t, 0, remote[0], 10 + static_cast<uint64_t>(me)) != 0) return 1;
+    if (me == 0) {
+      Driver driver(*t);
+      for (int writer : {1, 2})
+        if (check_area(driver, window, writer) != 0) return 1;
+      CHILD_CHECK(t->internal_registrations() == regs + 1 &&
+                      t->pinned_bytes() == pinned + kHeaderBytes + kAreaBytes,
+                  "%llu registrations and %llu bytes pinned beyond the control block: the "
+                  "headers and rank 2's slots expected",
+                  static_cast<unsigned long long>(t->internal_registrations() - regs),
+                  static_cast<unsigned long long>(t->pinned_bytes() - pinned));
+    }
+    boot.barrier(kSetupTimeout);
+    return release_window(*t, mr, window, regs, pinned);
+  }));
+}
+
+// A slot area that the owner cannot pin (RLIMIT_MEMLOCK, unprivileged):
+// the writer's prepare_write fails with ENOMEM, the owner's transport with
+// COLL_ERR_NO_RESOURCES naming the limit. Neither hangs.
+TEST_F(RdmaTransportTest, ASlotAreaOverTheOwnersLockedMemoryLimitFailsBothSides) {
+  expect_all_succeeded(run_ranks(2, [](FileBootstrap& boot) {
+    constexpr size_t kBigArea = 4 << 20;
+    const int me = boot.rank();
+    if (me == 0) {
+      CHILD_CHECK(drop_ipc_lock_capability(), "capset: %s", std::strerror(errno));
+      rlimit small{256 * 1024, 256 * 1024};
+      CHILD_CHECK(setrlimit(RLIMIT_MEMLOCK, &small) == 0, "setrlimit: %s", std::strerror(errno));
+    }
+    std::unique_ptr<Transport> t = make_transport(boot);
+    void* window = t->alloc_window(kHeaderBytes + 2 * kBigArea, kHeaderBytes);
+    MemoryRegion* mr = t->reg_write(window, kHeaderBytes + 2 * kBigArea);
+    const std::vector<RemoteRegion> remote = exchange_regions(boot, mr, kSetupTimeout);
+    if (me == 1) {
+      const uint64_t area = remote[0].addr + kHeaderBytes + kBigArea;
+      CHILD_CHECK(
+          t->prepare_write(0, area, 4096, remote[0].rkey, area, kBigArea) == -1 && errno == ENOMEM,
+          "prepare_write into an area rank 0 cannot pin: %s", std::strerror(errno));
+    } else {
+      auto deadline = Clock::now() + std::chrono::seconds(static_cast<int>(kWaitTimeout));
+      for (;;) {
+        try {
+          t->check_peer(1);
+        } catch (const Error& e) {
+          CHILD_CHECK(e.status() == COLL_ERR_NO_RESOURCES, "status %d: %s", e.status(), e.what());
+          CHILD_CHECK(std::strstr(e.what(), "ulimit -l") != nullptr, "message: %s", e.what());
+          CHILD_CHECK(std::strstr(e.what(), "rank 1") != nullptr, "message: %s", e.what());
+          break;
+        }
+        CHILD_CHECK(Clock::now() < deadline, "rank 0 was never asked, or did not fail");
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    boot.barrier(kSetupTimeout);
+    CHILD_CHECK(t->dereg(mr) == 0, "dereg: %s", std::strerror(errno));
+    return 0;
+  }));
+}
+
 // ---------------------------------------------------------------- peer loss
 
 // Queue pairs are made on first use, one way each: a ring of writes at np 4

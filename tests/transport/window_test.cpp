@@ -635,7 +635,7 @@ TEST(ShmWindows, ALazyWindowIsCommittedByItsWritersRangeByRange) {
     std::vector<uint8_t> data(kLen);
     for (size_t i = 0; i < kLen; ++i) data[i] = pattern(0, 7, i);
     const auto remote = reinterpret_cast<uint64_t>(w) + kAt;
-    CHILD_CHECK(t->prepare_write(0, remote, kLen, mr->rkey) == 0, "prepare_write: %s",
+    CHILD_CHECK(t->prepare_write(0, remote, kLen, mr->rkey, remote, kLen) == 0, "prepare_write: %s",
                 std::strerror(errno));
     CHILD_CHECK(resident_pages(w, kBytes) == before + page_round(kLen) / kPage,
                 "%zu pages resident after committing %zu bytes", resident_pages(w, kBytes), kLen);
@@ -643,10 +643,12 @@ TEST(ShmWindows, ALazyWindowIsCommittedByItsWritersRangeByRange) {
                 "post_write: %s", std::strerror(errno));
     CHILD_CHECK(std::memcmp(w + kAt, data.data(), kLen) == 0, "the data landed");
     // A range outside the region, or a wrong key: refused like a write.
-    CHILD_CHECK(t->prepare_write(0, remote, kBytes, mr->rkey) == -1 && errno == EACCES,
-                "a range past the region");
-    CHILD_CHECK(t->prepare_write(0, remote, kLen, mr->rkey + 1) == -1 && errno == EACCES,
-                "a wrong rkey");
+    CHILD_CHECK(
+        t->prepare_write(0, remote, kBytes, mr->rkey, remote, kBytes) == -1 && errno == EACCES,
+        "a range past the region");
+    CHILD_CHECK(
+        t->prepare_write(0, remote, kLen, mr->rkey + 1, remote, kLen) == -1 && errno == EACCES,
+        "a wrong rkey");
     CHILD_CHECK(t->dereg(mr) == 0, "dereg");
     t->free_window(w, kBytes);
     return 0;
@@ -673,13 +675,15 @@ TEST(ShmWindows, AFullDevShmIsEnomemAtCommitNotASigbus) {
                 used_pages(), at_start);
     MemoryRegion* mr = t->reg_write(w, kBytes);
     const auto base = reinterpret_cast<uint64_t>(w);
-    CHILD_CHECK(t->prepare_write(0, base + kPage, 1 << 20, mr->rkey) == 0, "1 MiB fits: %s",
-                std::strerror(errno));
+    CHILD_CHECK(t->prepare_write(0, base + kPage, 1 << 20, mr->rkey, base + kPage, 1 << 20) == 0,
+                "1 MiB fits: %s", std::strerror(errno));
     CHILD_CHECK(used_pages() == at_start + 1 + (1 << 20) / kPage, "%zu pages used, %zu before",
                 used_pages(), at_start);
     std::memset(w + kPage, 3, 1 << 20);
-    CHILD_CHECK(t->prepare_write(0, base + (4 << 20), 4 << 20, mr->rkey) == -1 && errno == ENOMEM,
-                "4 MiB more into a 2 MiB /dev/shm: errno %d (%s)", errno, std::strerror(errno));
+    CHILD_CHECK(
+        t->prepare_write(0, base + (4 << 20), 4 << 20, mr->rkey, base + (4 << 20), 4 << 20) == -1 &&
+            errno == ENOMEM,
+        "4 MiB more into a 2 MiB /dev/shm: errno %d (%s)", errno, std::strerror(errno));
     CHILD_CHECK(t->dereg(mr) == 0, "dereg");
     t->free_window(w, kBytes);  // gives back what was committed, whoever did it
     fill_three_quarters(*t);
