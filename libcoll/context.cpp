@@ -106,6 +106,7 @@ class LockedTransport final : public Transport {
     return t_->network_bytes();
   }
   size_t default_zcopy_threshold() const override { return t_->default_zcopy_threshold(); }
+  bool zero_copy_refused() const override { return t_->zero_copy_refused(); }
   void check_peer(int peer) override {
     std::lock_guard<std::mutex> l(m_);
     t_->check_peer(peer);

@@ -52,6 +52,7 @@ class HybridTransport final : public Transport {
   size_t default_zcopy_threshold() const override {
     return shm_.cma_works ? Transport::default_zcopy_threshold() : 0;
   }
+  bool zero_copy_refused() const override { return !shm_.cma_works; }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
     return shm_.transport->reg_write(addr, length);

@@ -180,6 +180,7 @@ class ShmRdmaTransport final : public Transport {
   size_t default_zcopy_threshold() const override {
     return shm_.cma_works ? rdma_->default_zcopy_threshold() : 0;
   }
+  bool zero_copy_refused() const override { return !shm_.cma_works; }
 
   void check_peer(int peer) override {
     // A failure of the rdma half (an error completion, a lost QP) fails

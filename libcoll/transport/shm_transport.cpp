@@ -46,6 +46,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -308,16 +309,32 @@ class ShmTransport final : public Transport {
   }
   bool needs_local_registration() const override { return false; }
   // A CMA write (process_vm_writev) is one copy where the slots take two,
-  // but it pins the target's pages one by one. Measured at np 2 on a
-  // 2-core VM, in coll_bench_mpi's loop (MPI_Barrier for both libraries),
-  // root 0: ring bcast 16-256 KiB 1.4-1.7x faster, ring allreduce 32-256
-  // KiB 1.15-1.3x (64 KiB unsettled); forced ring bcast loses from 2 MiB
-  // (1.45x at 4 MiB), where the selection table takes scatter_allgather,
-  // which does not use it. Not measured at np 4+ (no rule picks a ring). Off
-  // where CMA is refused (Yama ptrace_scope >= 1, a seccomp profile that
-  // blocks it): every rank of the job then agrees on 0 (cma_works).
-  size_t default_zcopy_threshold() const override { return cma_works_ ? size_t(16) << 10 : 0; }
+  // but it pins the target's pages one by one, and what that costs depends
+  // on the machine. Measured at np 2 on 2-core VMs, in coll_bench_mpi's
+  // loop (MPI_Barrier for both libraries):
+  //  - an Intel VM (2026-12-01, root 0): ring bcast 16-256 KiB 1.4-1.7x
+  //    faster with it, ring allreduce 32-256 KiB 1.15-1.3x; forced ring
+  //    bcast lost from 2 MiB (1.45x at 4 MiB), where the selection table
+  //    takes scatter_allgather, which does not use it;
+  //  - an AMD EPYC KVM guest (2026-12-03, rotating root, 4 alternating runs
+  //    a setting): bcast 16-256 KiB 1.5-1.7x SLOWER with it (libcoll/Open
+  //    MPI 1.02-1.06 with, 0.56-0.60 without; 256 KiB 60.6 against 39.4
+  //    us), allreduce even (16 KiB-256 KiB) to 1.15x slower (512 KiB-2
+  //    MiB). There CMA copies 64 KiB at 6.4 GB/s, memcpy at 17.7 GB/s.
+  // So the setup times both on this machine (cma_pays) and zero-copy is
+  // the default only where CMA copies 64 KiB in at most twice memcpy's
+  // time: the two copies the slots take. Off too where CMA is refused
+  // (Yama ptrace_scope >= 1, a seccomp profile that blocks it). Every rank
+  // of the job agrees (zero-copy needs both ends). COLL_ZCOPY_THRESHOLD
+  // overrides it.
+  size_t default_zcopy_threshold() const override { return cma_pays_ ? size_t(16) << 10 : 0; }
+  bool zero_copy_refused() const override { return !cma_works_; }
   bool cma_works() const { return cma_works_; }
+  std::string describe() const override {
+    if (!cma_works_) return "shm (zero-copy off: CMA refused)";
+    return strfmt("shm (zero-copy %s: CMA copied 64 KiB in %.1f us here, memcpy in %.1f us)",
+                  cma_pays_ ? "from 16 KiB" : "off", cma_probe_us_, memcpy_probe_us_);
+  }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
     return table_->add(addr, length, kind_of(addr, length));
@@ -596,9 +613,14 @@ class ShmTransport final : public Transport {
       cma = cma_write(static_cast<pid_t>(pids_[r]), &one, sizeof one, at) == 0;
       break;
     }
+    // "0": refused; "1": works, does not pay here; "2": works and pays.
+    const bool pays = cma && cma_pays_here();
     cma_works_ = true;
-    for (const std::string& ok : boot.allgather(cma ? "1" : "0", timeout_s))
-      cma_works_ = cma_works_ && ok == "1";
+    cma_pays_ = true;
+    for (const std::string& verdict : boot.allgather(pays ? "2" : cma ? "1" : "0", timeout_s)) {
+      cma_works_ = cma_works_ && (verdict == "1" || verdict == "2");
+      cma_pays_ = cma_pays_ && verdict == "2";
+    }
     own_name_.unlink();
     death_signal_hold_.release();
   }
@@ -634,6 +656,32 @@ class ShmTransport final : public Transport {
     return m;
   }
 
+  // Times a CMA copy of 64 KiB (into this process: the same kernel path as
+  // into a peer) against memcpy's, the best of 8 each, alternating so that
+  // a change of the machine's pace touches both; about 0.1 ms in all.
+  // Whether zero-copy pays (default_zcopy_threshold).
+  bool cma_pays_here() {
+    constexpr size_t kBytes = size_t(64) << 10;
+    constexpr int kTries = 8;
+    std::vector<char> from(kBytes, 1), to(kBytes, 2);
+    using Clock = std::chrono::steady_clock;
+    auto best = Clock::duration::max();
+    auto best_memcpy = Clock::duration::max();
+    for (int i = 0; i < kTries; ++i) {
+      auto start = Clock::now();
+      if (cma_write(getpid(), from.data(), kBytes, reinterpret_cast<uint64_t>(to.data())) != 0)
+        return false;
+      auto middle = Clock::now();
+      std::memcpy(to.data(), from.data(), kBytes);
+      asm volatile("" : : "r"(to.data()) : "memory");  // the copy is used
+      best = std::min(best, middle - start);
+      best_memcpy = std::min(best_memcpy, Clock::now() - middle);
+    }
+    cma_probe_us_ = std::chrono::duration<double, std::micro>(best).count();
+    memcpy_probe_us_ = std::chrono::duration<double, std::micro>(best_memcpy).count();
+    return best <= 2 * best_memcpy;
+  }
+
   int cma_write(pid_t pid, const void* src, size_t length, uint64_t remote_addr) {
     struct iovec local{const_cast<void*>(src), length};
     struct iovec remote{reinterpret_cast<void*>(remote_addr), length};
@@ -659,6 +707,8 @@ class ShmTransport final : public Transport {
   int size_;
   std::vector<bool> same_host_;
   bool cma_works_ = false;  // on every rank of the job (exchange_and_map)
+  bool cma_pays_ = false;   // and is fast enough on every rank's machine (cma_pays_here)
+  double cma_probe_us_ = 0, memcpy_probe_us_ = 0;  // this rank's probe
   // Before own_name_: on a failed setup the name is unlinked before a held
   // signal goes off.
   ParentDeathSignalHold death_signal_hold_;

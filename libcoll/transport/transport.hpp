@@ -243,6 +243,10 @@ class Transport {
   // receivers' buffers on this transport; 0: never. COLL_ZCOPY_THRESHOLD
   // overrides it.
   virtual size_t default_zcopy_threshold() const { return size_t(512) << 10; }
+  // True where zero-copy cannot work on this job at all (shm: a rank may
+  // not write into its host peers' memory, CMA refused): then no call goes
+  // zero-copy, whatever COLL_ZCOPY_THRESHOLD asks.
+  virtual bool zero_copy_refused() const { return false; }
 
   // Throws Error(COLL_ERR_PEER_LOST) when peer is known to be gone. Cheap
   // enough to call every few milliseconds from a wait loop.
