@@ -61,8 +61,10 @@ const char* env_or_null(const char* name) {
 long parse_env_integer(const char* name, long min, long max) {
   const char* text = env_or_null(name);
   if (!text)
-    fail(COLL_ERR_INVALID_ARG, "%s is set but %s is not: was this process started by a PMI-1 "
-         "launcher (mpirun.mpich)?", kEnvFd, name);
+    fail(COLL_ERR_INVALID_ARG,
+         "%s is set but %s is not: was this process started by a PMI-1 "
+         "launcher (mpirun.mpich)?",
+         kEnvFd, name);
   errno = 0;
   char* end = nullptr;
   long value = std::strtol(text, &end, 10);
@@ -105,8 +107,9 @@ class PmiConnection {
     std::string reply = receive_line(deadline, what);
     auto message = pmi_wire::Message::parse(reply);
     if (!message)
-      fail(COLL_ERR_TRANSPORT, "the PMI server (%s) answered %s with a line that is not PMI-1: '%s'",
-           kEnvFd, what, shown(reply).c_str());
+      fail(COLL_ERR_TRANSPORT,
+           "the PMI server (%s) answered %s with a line that is not PMI-1: '%s'", kEnvFd, what,
+           shown(reply).c_str());
     if (message->command() != answer_command)
       fail(COLL_ERR_TRANSPORT, "the PMI server (%s) answered %s with cmd=%s, not cmd=%s", kEnvFd,
            what, shown(message->command()).c_str(), answer_command);
@@ -142,8 +145,10 @@ class PmiConnection {
       vallen_max_ = parse_max(maxes, "vallen_max");
       keylen_max_ = parse_max(maxes, "keylen_max");
       if (pmi_wire::chunk_bytes(vallen_max_) == 0)
-        fail(COLL_ERR_TRANSPORT, "the PMI server's values are too short to carry a blob "
-             "(vallen_max=%zu)", vallen_max_);
+        fail(COLL_ERR_TRANSPORT,
+             "the PMI server's values are too short to carry a blob "
+             "(vallen_max=%zu)",
+             vallen_max_);
       auto name = request("cmd=get_my_kvsname", "my_kvsname", deadline, "get_my_kvsname");
       kvsname_ = std::string(name.get("kvsname").value_or(""));
       if (kvsname_.empty())
@@ -215,9 +220,10 @@ class PmiConnection {
         return line;
       }
       if (buffer_.size() > pmi_wire::kMaxLineBytes)
-        fail(COLL_ERR_TRANSPORT, "the PMI server (%s) sent over %zu bytes without a newline "
-             "in answer to %s: '%s'", kEnvFd, pmi_wire::kMaxLineBytes, what,
-             shown(buffer_).c_str());
+        fail(COLL_ERR_TRANSPORT,
+             "the PMI server (%s) sent over %zu bytes without a newline "
+             "in answer to %s: '%s'",
+             kEnvFd, pmi_wire::kMaxLineBytes, what, shown(buffer_).c_str());
       char chunk[1024];
       ssize_t n = ::recv(fd_.get(), chunk, sizeof chunk, MSG_DONTWAIT);
       if (n > 0) {
@@ -228,8 +234,7 @@ class PmiConnection {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) fail_lost(what, errno);
       if (!wait_for(POLLIN, deadline))
-        fail(COLL_ERR_TIMEOUT,
-             "the PMI server (%s) did not answer %s within %g s%s", kEnvFd, what,
+        fail(COLL_ERR_TIMEOUT, "the PMI server (%s) did not answer %s within %g s%s", kEnvFd, what,
              deadline.seconds(),
              std::strcmp(what, "barrier") == 0 ? ": a rank did not reach the bootstrap's barrier"
                                                : "");
@@ -300,8 +305,7 @@ class PmiBootstrap final : public Bootstrap {
     const std::string round = "libcoll." + std::to_string(epoch_) + "." + std::to_string(++round_);
     const size_t vallen = connection_.vallen_max();
     const std::vector<std::string> values = pmi_wire::chunk_values(mine, vallen);
-    for (size_t i = 0; i < values.size(); ++i)
-      put(key(round, rank_, i), values[i], deadline);
+    for (size_t i = 0; i < values.size(); ++i) put(key(round, rank_, i), values[i], deadline);
     connection_.request("cmd=barrier_in", "barrier_out", deadline, "barrier");
 
     std::vector<std::string> blobs(static_cast<size_t>(size_));
@@ -316,11 +320,12 @@ class PmiBootstrap final : public Bootstrap {
         fail(COLL_ERR_TRANSPORT,
              "rank %d's bootstrap value %s is not libcoll's (or over %zu bytes): '%s'", peer,
              key(round, peer, 0).c_str(), kMaxBlobBytes, shown(chunks[0]).c_str());
-      for (size_t i = 1; i < header->chunks; ++i) chunks.push_back(get(key(round, peer, i), deadline));
+      for (size_t i = 1; i < header->chunks; ++i)
+        chunks.push_back(get(key(round, peer, i), deadline));
       auto blob = pmi_wire::join_chunks(chunks, vallen);
       if (!blob)
-        fail(COLL_ERR_TRANSPORT, "rank %d's bootstrap values under %s.* do not make a blob",
-             peer, round.c_str());
+        fail(COLL_ERR_TRANSPORT, "rank %d's bootstrap values under %s.* do not make a blob", peer,
+             round.c_str());
       blobs[static_cast<size_t>(peer)] = std::move(*blob);
     }
     return blobs;
@@ -337,9 +342,9 @@ class PmiBootstrap final : public Bootstrap {
   }
 
   void put(const std::string& key, const std::string& value, const Deadline& deadline) {
-    connection_.request("cmd=put kvsname=" + connection_.kvsname() + " key=" + key +
-                            " value=" + value,
-                        "put_result", deadline, "put");
+    connection_.request(
+        "cmd=put kvsname=" + connection_.kvsname() + " key=" + key + " value=" + value,
+        "put_result", deadline, "put");
   }
 
   std::string get(const std::string& key, const Deadline& deadline) {

@@ -128,8 +128,7 @@ std::optional<BlobHeader> parse_first_chunk(std::string_view first, size_t valle
   return header;
 }
 
-std::optional<std::string> join_chunks(const std::vector<std::string>& values,
-                                       size_t vallen_max) {
+std::optional<std::string> join_chunks(const std::vector<std::string>& values, size_t vallen_max) {
   if (values.empty()) return std::nullopt;
   auto header = parse_first_chunk(values.front(), vallen_max);
   if (!header || header->chunks != values.size()) return std::nullopt;

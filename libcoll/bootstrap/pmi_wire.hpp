@@ -64,7 +64,6 @@ std::optional<BlobHeader> parse_first_chunk(std::string_view first, size_t valle
 
 // Decodes the values of one blob (as chunk_values made them); nullopt when
 // any is malformed or their lengths disagree with the header.
-std::optional<std::string> join_chunks(const std::vector<std::string>& values,
-                                       size_t vallen_max);
+std::optional<std::string> join_chunks(const std::vector<std::string>& values, size_t vallen_max);
 
 }  // namespace coll::pmi_wire

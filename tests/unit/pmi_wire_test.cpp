@@ -27,7 +27,8 @@ TEST(PmiWire, ParsesHydrasAnswers) {
   ASSERT_TRUE(got);
   EXPECT_EQ(got->get("value").value(), "12:00ff");
 
-  auto missing = Message::parse("cmd=get_result rc=-1 msg=key_libcoll.0.1.2.0_not_found value=unknown");
+  auto missing =
+      Message::parse("cmd=get_result rc=-1 msg=key_libcoll.0.1.2.0_not_found value=unknown");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->rc(), -1);
 
@@ -41,10 +42,10 @@ TEST(PmiWire, ParsesHydrasAnswers) {
 
 TEST(PmiWire, RefusesWhatIsNotPmi1) {
   EXPECT_FALSE(Message::parse(""));
-  EXPECT_FALSE(Message::parse("hello"));                   // no '='
-  EXPECT_FALSE(Message::parse("=x cmd=y"));                // empty key
-  EXPECT_FALSE(Message::parse("rc=0 cmd=put_result"));     // cmd not first
-  EXPECT_FALSE(Message::parse("cmd="));                    // empty command
+  EXPECT_FALSE(Message::parse("hello"));                     // no '='
+  EXPECT_FALSE(Message::parse("=x cmd=y"));                  // empty key
+  EXPECT_FALSE(Message::parse("rc=0 cmd=put_result"));       // cmd not first
+  EXPECT_FALSE(Message::parse("cmd="));                      // empty command
   EXPECT_FALSE(Message::parse(std::string("cmd=a\0b", 7)));  // control character
   EXPECT_FALSE(Message::parse("cmd=a\tb=c"));
   EXPECT_FALSE(Message::parse("cmd=" + std::string(coll::pmi_wire::kMaxLineBytes, 'x')));
@@ -92,10 +93,10 @@ TEST(PmiWire, RefusesBrokenChunks) {
   short_chunk[2].pop_back();
   EXPECT_FALSE(join_chunks(short_chunk, vallen));
 
-  EXPECT_FALSE(parse_first_chunk("unknown", vallen));       // Hydra's value for no key
+  EXPECT_FALSE(parse_first_chunk("unknown", vallen));  // Hydra's value for no key
   EXPECT_FALSE(parse_first_chunk(":00", vallen));
-  EXPECT_FALSE(parse_first_chunk("2:00", vallen));          // says 2 bytes, carries 1
-  EXPECT_FALSE(parse_first_chunk("01:00", vallen));         // not as chunk_values spells it
+  EXPECT_FALSE(parse_first_chunk("2:00", vallen));   // says 2 bytes, carries 1
+  EXPECT_FALSE(parse_first_chunk("01:00", vallen));  // not as chunk_values spells it
   EXPECT_FALSE(parse_first_chunk("99999999999999999999999:", vallen));  // overflows
   EXPECT_TRUE(parse_first_chunk("0:", vallen));
   EXPECT_FALSE(join_chunks({}, vallen));
