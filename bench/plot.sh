@@ -2,8 +2,8 @@
 # Latency and bus bandwidth against message size, libcoll beside Open MPI,
 # from the summary that bench/compare.sh writes: one row of two panels per
 # collective, one pair of lines per rank count; with more summaries of
-# other peers (compare.sh's summary-PEER.csv), their Open MPI lines too,
-# dotted, named by PEER. Needs gnuplot (Debian: gnuplot-nox).
+# other peers (compare.sh's summary-PEER.csv), their lines too, named by
+# PEER (MPICH for mpich). Needs gnuplot (Debian: gnuplot-nox).
 #
 #   bench/plot.sh [SUMMARY_CSV [OUT_PNG [PEER_SUMMARY_CSV...]]]
 #       (default bench-results/summary.csv, and compare.png beside it)
@@ -20,20 +20,33 @@ for file in "$summary" "${peer_summaries[@]}"; do
   [[ -r $file && $(head -1 "$file") == collective,np,size_bytes,runs,libcoll_avg_us,mpi_avg_us,* ]] ||
     die "$file is not a summary from bench/compare.sh"
 done
-# The other peers' Open MPI curves, dotted: "PEER" from summary-PEER.csv.
-peer_curves=
-for file in "${peer_summaries[@]}"; do
-  peer=$(basename "$file" .csv)
-  peer=${peer#summary-}
-  peer_curves+=", for [n = 1:words(rank_counts)] \"$file\" skip 1 \
-          using 3:(pick(name, word(rank_counts, n) + 0, column(mpi))) \
-          with linespoints lt n dt 3 pt 4 title \"Open MPI $peer np \".word(rank_counts, n)"
-done
+# The other peers' curves: "PEER" from summary-PEER.csv, named as the
+# library it is (mpich: MPICH; else an Open MPI configuration), a dash and
+# point type of its own, only at the rank counts it has (compare.sh leaves
+# MPICH out where the ranks outnumber the cores), coloured by rank count as
+# the first summary's. Set after rank_counts below.
+peer_curves() {
+  local file peer label nps np n kind=2
+  for file in "${peer_summaries[@]}"; do
+    peer=$(basename "$file" .csv)
+    peer=${peer#summary-}
+    kind=$((kind + 1))
+    if [[ $peer == mpich ]]; then label="MPICH"; else label="Open MPI $peer"; fi
+    nps=$(tail -n +2 "$file" | cut -d, -f2 | sort -nu | tr '\n' ' ')
+    for np in $nps; do
+      n=1
+      for count in $rank_counts; do [[ $count == "$np" ]] && break; n=$((n + 1)); done
+      printf ', "%s" skip 1 using 3:(pick(name, %s, column(mpi))) with linespoints lt %s dt %s pt %s title "%s np %s"' \
+        "$file" "$np" "$n" "$kind" "$((2 * kind))" "$label" "$np"
+    done
+  done
+}
 
 # A barrier has no size (its rows say 0) and no bandwidth: not plotted
 # against size; its medians are in the summary.
 collectives=$(tail -n +2 "$summary" | cut -d, -f1 | grep -vx barrier | sort -u | tr '\n' ' ' || true)
 rank_counts=$(tail -n +2 "$summary" | cut -d, -f2 | sort -nu | tr '\n' ' ')
+peer_curves=$(peer_curves)
 [[ -n $collectives ]] || die "$summary has no rows with a message size to plot"
 rows=$(wc -w <<< "$collectives")
 terminal=pngcairo
