@@ -4,7 +4,7 @@
 # installed into the system and removed again: scripts/package-test.sh);
 # then the library, the tests and the benchmark built with clang and the
 # single-layer suites run, and the libFuzzer targets run (scripts/fuzz.sh);
-# then the suite (less hosts, slurm, bench-mpi) built with AddressSanitizer +
+# then the suite (less hosts, slurm, bench-mpi, mp-np8) built with AddressSanitizer +
 # UndefinedBehaviorSanitizer, and the threads suite with ThreadSanitizer;
 # then the RDMA suite on Soft-RoCE inside a VM
 # (tests/rdma). Every build here has -Dwerror=true (scripts/build.sh).
@@ -58,11 +58,13 @@ if [ "${COLL_TEST_SKIP_SANITIZE:-0}" != 1 ]; then
     -Dbench=true
   # Every suite but those that run a whole launcher or foreign MPI around
   # code the other suites run too (hosts: network namespaces; slurm: the
-  # daemons; bench-mpi: the side-by-side benchmarks), for time (above).
+  # daemons; bench-mpi: the side-by-side benchmarks) and the np 8 runs of
+  # the collective suite (mp-np8: 8 ranks on 2 cores; np 1-5 run), for
+  # time (above).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-sanitize --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
-    --no-suite hosts --no-suite slurm --no-suite bench-mpi
+    --no-suite hosts --no-suite slurm --no-suite bench-mpi --no-suite mp-np8
   stage_done "sanitize"
 fi
 
