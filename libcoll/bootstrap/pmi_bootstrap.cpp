@@ -139,8 +139,6 @@ class PmiConnection {
     try {
       Deadline deadline(timeout_s);
       request("cmd=init pmi_version=1 pmi_subversion=1", "response_to_init", deadline, "init");
-      // From here the server expects a finalize before this process exits.
-      if (!exit_handler_registered_) exit_handler_registered_ = std::atexit(&finalize_at_exit) == 0;
       auto maxes = request("cmd=get_maxes", "maxes", deadline, "get_maxes");
       vallen_max_ = parse_max(maxes, "vallen_max");
       keylen_max_ = parse_max(maxes, "keylen_max");
@@ -187,7 +185,12 @@ class PmiConnection {
   // The one object, opened or not; it lives until the process exits (the
   // exit handler uses it), so it is never destroyed.
   static PmiConnection& instance() {
-    static PmiConnection* connection = new PmiConnection();
+    // The exit handler, registered once with the object, says finalize
+    // only where init was said (fd_ open).
+    static PmiConnection* connection = [] {
+      std::atexit(&finalize_at_exit);
+      return new PmiConnection();
+    }();
     return *connection;
   }
 
@@ -262,7 +265,6 @@ class PmiConnection {
   std::mutex mutex_;
   UniqueFd fd_;
   pid_t pid_ = 0;
-  bool exit_handler_registered_ = false;
   std::string buffer_;  // received, not yet a whole line
   std::string kvsname_;
   size_t vallen_max_ = 0;
