@@ -36,7 +36,9 @@ Task chain(Channel& ch, const Args& a, bool exclusive) {
   for (size_t off = 0; off < a.count; off += chunk_elems) {
     const size_t len = std::min(chunk_elems, a.count - off);
     const size_t at = off * es, bytes = len * es;
-    const char* prefix = in + at;  // rank 0's
+    // What goes on to r + 1. Set where this rank has it: the last rank's
+    // sendbuf may be NULL in an exscan, where even in + at is undefined.
+    const char* prefix = nullptr;
     if (r > 0) {
       const void* data = co_await ch.recv(r - 1, bytes);
       if (!exclusive) {
@@ -44,13 +46,16 @@ Task chain(Channel& ch, const Args& a, bool exclusive) {
         prefix = out + at;
       } else {
         // The new prefix first: in place, the input is where the result goes.
-        if (!last) a.reduce(scratch.get() + at, data, in + at, len);
+        if (!last) {
+          a.reduce(scratch.get() + at, data, in + at, len);
+          prefix = scratch.get() + at;
+        }
         std::memcpy(out + at, data, bytes);
-        prefix = scratch.get() + at;
       }
       co_await ch.release(r - 1);
-    } else if (!exclusive && out != in) {
-      std::memcpy(out + at, in + at, bytes);
+    } else {
+      prefix = in + at;
+      if (!exclusive && out != in) std::memcpy(out + at, in + at, bytes);
     }
     if (!last) co_await ch.send(r + 1, prefix, bytes);
   }

@@ -32,7 +32,18 @@ enum {
   COLL_ERR_INTERNAL = 7         /* a bug in libcoll: please report it */
 };
 
-typedef enum {
+/* In C++ the two enumerations below have int as their underlying type
+ * (the same size and calling convention as C's), so that whatever int a C
+ * caller passes (a garbage datatype, say) is a value the library may read
+ * and reject: C++ leaves reading a value outside a plain enumeration's
+ * range undefined (clang's -fsanitize=enum reports it). */
+#ifdef __cplusplus
+#define COLL_ENUM_INT : int
+#else
+#define COLL_ENUM_INT
+#endif
+
+typedef enum COLL_ENUM_INT {
   COLL_INT8 = 0,
   COLL_INT16,
   COLL_INT32,
@@ -57,7 +68,7 @@ typedef enum {
 /* Reduction operators. Integer SUM and PROD wrap around on overflow (two's
  * complement), as MPI implementations do in practice. The bitwise operators
  * take integer types only (not FLOAT, DOUBLE, FLOAT16 or BFLOAT16). */
-typedef enum {
+typedef enum COLL_ENUM_INT {
   COLL_SUM = 0,
   COLL_PROD,
   COLL_MIN,

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,34 @@ std::string secret_from_rank0(Bootstrap& boot, double timeout_s) {
          boot.name(), all.empty() ? size_t(0) : all[0].size(), job_secret::kSecretBytes,
          boot.job_id().c_str());
   return all[0];
+}
+
+const char* env_or_null(const char* name) {
+  const char* value = std::getenv(name);
+  return (value && *value) ? value : nullptr;
+}
+
+long long launcher_integer(const char* name, long long min, long long max, const char* announcing,
+                           const char* launcher) {
+  const char* text = env_or_null(name);
+  if (!text)
+    fail(COLL_ERR_INVALID_ARG, "%s is set but %s is not: was this process started by %s?",
+         announcing, name, launcher);
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < min || value > max)
+    fail(COLL_ERR_INVALID_ARG, "%s='%s' is not an integer in [%lld, %lld]", name, text, min, max);
+  return value;
+}
+
+std::string job_id_from_launcher_name(const char* prefix, std::string_view name) {
+  std::string id = prefix;
+  for (char c : name.substr(0, 64)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    id += ok ? c : '_';
+  }
+  return id;
 }
 
 bool bootstrap_debug_enabled() {

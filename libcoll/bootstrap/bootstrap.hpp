@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace coll {
@@ -55,6 +56,20 @@ std::string secure_random_bytes(size_t n, const char* what);
 // are the job's). Throws COLL_ERR_INTERNAL when rank 0's is not
 // job_secret::kSecretBytes long.
 std::string secret_from_rank0(Bootstrap& boot, double timeout_s);
+
+// The helpers the backends share to read what their launcher set.
+// getenv(name), with an empty value taken as unset (nullptr).
+const char* env_or_null(const char* name);
+// The integer in [min, max] that variable `name` holds. A launcher's
+// variable `announcing` being set is what chose this bootstrap, so a
+// missing `name` says that this process was not started by `launcher`;
+// COLL_ERR_INVALID_ARG for a missing, malformed or out-of-range value.
+long long launcher_integer(const char* name, long long min, long long max, const char* announcing,
+                           const char* launcher);
+// A job id (Bootstrap::job_id) from the name a launcher gives its job:
+// prefix, then the name's first 64 characters with anything but a letter
+// or a digit made '_' (it becomes part of shared-memory segment names).
+std::string job_id_from_launcher_name(const char* prefix, std::string_view name);
 
 // Chooses from the environment: PMIx server, then collrun (COLL_BOOTSTRAP
 // set), then a PMI-1 server (PMI_FD set: mpirun.mpich), then a singleton.

@@ -43,22 +43,8 @@ using proto::MessageType;
 // collrun_protocol.hpp).
 std::atomic<uint64_t> bootstrap_epoch{0};
 
-const char* env_or_null(const char* name) {
-  const char* value = std::getenv(name);
-  return (value && *value) ? value : nullptr;
-}
-
 long long parse_env_integer(const char* name, long long min, long long max) {
-  const char* text = env_or_null(name);
-  if (!text)
-    fail(COLL_ERR_INVALID_ARG, "%s is set but %s is not: was this process started by collrun?",
-         proto::kEnvAddress, name);
-  errno = 0;
-  char* end = nullptr;
-  long long value = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < min || value > max)
-    fail(COLL_ERR_INVALID_ARG, "%s='%s' is not an integer in [%lld, %lld]", name, text, min, max);
-  return value;
+  return launcher_integer(name, min, max, proto::kEnvAddress, "collrun");
 }
 
 struct Frame {
@@ -128,23 +114,13 @@ class CollrunConnection {
 
   // Sends the whole frame or throws.
   void send_all(std::string_view bytes, const Deadline& deadline, const char* what) {
-    while (!bytes.empty()) {
-      ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n > 0) {
-        bytes.remove_prefix(static_cast<size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!wait_for(POLLOUT, deadline))
-          fail(COLL_ERR_TIMEOUT, "sending the %s to collrun (%s) did not finish within %g s", what,
-               address_.c_str(), deadline.seconds());
-        continue;
-      }
-      if (errno == EPIPE || errno == ECONNRESET) fail_connection_lost();
-      fail_errno(COLL_ERR_PEER_LOST, errno, "sending the %s to collrun (%s)", what,
-                 address_.c_str());
-    }
+    int err = send_before(fd_.get(), bytes, deadline);
+    if (err == 0) return;
+    if (err == ETIMEDOUT)
+      fail(COLL_ERR_TIMEOUT, "sending the %s to collrun (%s) did not finish within %g s", what,
+           address_.c_str(), deadline.seconds());
+    if (err == EPIPE || err == ECONNRESET) fail_connection_lost();
+    fail_errno(COLL_ERR_PEER_LOST, err, "sending the %s to collrun (%s)", what, address_.c_str());
   }
 
   // The next frame, or nullopt when the deadline passes first. A frame that
@@ -202,13 +178,9 @@ class CollrunConnection {
 
   // False when the deadline passes first.
   bool wait_for(short events, const Deadline& deadline) {
-    for (;;) {
-      pollfd p{fd_.get(), events, 0};
-      int rc = ::poll(&p, 1, deadline.poll_ms());
-      if (rc > 0) return true;  // readiness, or an error the next call reports
-      if (rc == 0) return false;
-      if (errno != EINTR) fail_errno(COLL_ERR_INTERNAL, errno, "poll on the collrun connection");
-    }
+    int ready = wait_ready(fd_.get(), events, deadline);
+    if (ready < 0) fail_errno(COLL_ERR_INTERNAL, errno, "poll on the collrun connection");
+    return ready > 0;
   }
 
   bool receive_exactly(char* out, size_t length, const Deadline& deadline, bool started) {

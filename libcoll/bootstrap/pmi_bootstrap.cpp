@@ -53,24 +53,9 @@ constexpr size_t kMaxBlobBytes = size_t{1} << 24;
 // How long the exit handler waits for finalize_ack.
 constexpr double kFinalizeSeconds = 2.0;
 
-const char* env_or_null(const char* name) {
-  const char* value = std::getenv(name);
-  return (value && *value) ? value : nullptr;
-}
-
 long parse_env_integer(const char* name, long min, long max) {
-  const char* text = env_or_null(name);
-  if (!text)
-    fail(COLL_ERR_INVALID_ARG,
-         "%s is set but %s is not: was this process started by a PMI-1 "
-         "launcher (mpirun.mpich)?",
-         kEnvFd, name);
-  errno = 0;
-  char* end = nullptr;
-  long value = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < min || value > max)
-    fail(COLL_ERR_INVALID_ARG, "%s='%s' is not an integer in [%ld, %ld]", name, text, min, max);
-  return value;
+  return static_cast<long>(
+      launcher_integer(name, min, max, kEnvFd, "a PMI-1 launcher (mpirun.mpich)"));
 }
 
 // What a line the server sent looks like in an error message: printable,
@@ -196,22 +181,11 @@ class PmiConnection {
 
   void send_line(std::string line, const Deadline& deadline, const char* what) {
     line += '\n';
-    std::string_view rest = line;
-    while (!rest.empty()) {
-      ssize_t n = ::send(fd_.get(), rest.data(), rest.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        rest.remove_prefix(static_cast<size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (!wait_for(POLLOUT, deadline))
-          fail(COLL_ERR_TIMEOUT, "sending %s to the PMI server (%s) did not finish within %g s",
-               what, kEnvFd, deadline.seconds());
-        continue;
-      }
-      fail_lost(what, errno);
-    }
+    int err = send_before(fd_.get(), line, deadline);
+    if (err == ETIMEDOUT)
+      fail(COLL_ERR_TIMEOUT, "sending %s to the PMI server (%s) did not finish within %g s", what,
+           kEnvFd, deadline.seconds());
+    if (err != 0) fail_lost(what, err);
   }
 
   std::string receive_line(const Deadline& deadline, const char* what) {
@@ -245,13 +219,9 @@ class PmiConnection {
   }
 
   bool wait_for(short events, const Deadline& deadline) {
-    for (;;) {
-      pollfd p{fd_.get(), events, 0};
-      int rc = ::poll(&p, 1, deadline.poll_ms());
-      if (rc > 0) return true;
-      if (rc == 0) return false;
-      if (errno != EINTR) fail_errno(COLL_ERR_TRANSPORT, errno, "poll on the PMI socket");
-    }
+    int ready = wait_ready(fd_.get(), events, deadline);
+    if (ready < 0) fail_errno(COLL_ERR_TRANSPORT, errno, "poll on the PMI socket");
+    return ready > 0;
   }
 
   [[noreturn]] void fail_lost(const char* what, int err) {
@@ -275,22 +245,13 @@ class PmiConnection {
 // for the job's life, so a later bootstrap must never read a former one's.
 std::atomic<uint64_t> pmi_bootstrap_epoch{0};
 
-std::string sanitized_job_id(const std::string& kvsname) {
-  std::string id = "pmi_";
-  for (char c : kvsname.substr(0, 64)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    id += ok ? c : '_';
-  }
-  return id;
-}
-
 class PmiBootstrap final : public Bootstrap {
  public:
   PmiBootstrap(PmiConnection& connection, int rank, int size)
       : connection_(connection),
         rank_(rank),
         size_(size),
-        job_id_(sanitized_job_id(connection.kvsname())),
+        job_id_(job_id_from_launcher_name("pmi_", connection.kvsname())),
         epoch_(pmi_bootstrap_epoch.fetch_add(1)) {}
 
   const char* name() const override { return "pmi"; }

@@ -112,21 +112,12 @@ struct FenceState {
   }
 };
 
-std::string sanitized_job_id(const char* nspace) {
-  std::string id = "pmix_";
-  for (const char* c = nspace; *c; ++c) {
-    bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9');
-    id += ok ? *c : '_';
-  }
-  return id;
-}
-
 class PmixBootstrap final : public Bootstrap {
  public:
   PmixBootstrap(const pmix_proc_t& me, int size)
       : me_(me),
         size_(size),
-        job_id_(sanitized_job_id(me.nspace)),
+        job_id_(job_id_from_launcher_name("pmix_", me.nspace)),
         epoch_(pmix_bootstrap_epoch.fetch_add(1)) {}
 
   ~PmixBootstrap() override { PMIx_Finalize(nullptr, 0); }

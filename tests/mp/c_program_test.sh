@@ -30,6 +30,11 @@ echo "pkg-config --libs:   $libs"
 extra=""
 if [ "$sanitize" != "none" ] && [ -n "$sanitize" ]; then
   extra="-fsanitize=$sanitize"
+  # clang links a C program with the C half of UBSan's runtime; libcoll's
+  # C++ checks (vptr) need the rest.
+  case "$sanitize" in
+    *undefined*) if $cc --version | grep -q clang; then extra="$extra -fsanitize-link-c++-runtime -lstdc++"; fi ;;
+  esac
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/coll-c-program-XXXXXX")
