@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include <fstream>
+#include <map>
+#include <utility>
 
 #include "bootstrap/bootstrap.hpp"
 #include "env.hpp"
@@ -35,20 +37,26 @@ HostMap gather_host_map(Bootstrap& boot, double timeout_s) {
   record += me;
   const std::vector<std::string> all = boot.allgather(record, timeout_s);
   HostMap map;
-  map.local_ranks = 0;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
+  // Per host: its ranks, and the union of their CPUs.
+  std::map<std::string, std::pair<int, cpu_set_t>> per_host;
   for (const std::string& r : all) {
     if (r.size() < sizeof(cpu_set_t))
       fail(COLL_ERR_INTERNAL, "host exchange: a record of %zu bytes", r.size());
     map.hosts.push_back(r.substr(sizeof(cpu_set_t)));
-    if (map.hosts.back() != me) continue;
     cpu_set_t theirs;
     std::memcpy(&theirs, r.data(), sizeof theirs);
-    CPU_OR(&cpus, &cpus, &theirs);
-    ++map.local_ranks;
+    auto [it, added] = per_host.try_emplace(map.hosts.back());
+    if (added) CPU_ZERO(&it->second.second);
+    CPU_OR(&it->second.second, &it->second.second, &theirs);
+    ++it->second.first;
   }
-  map.local_cpus = std::max(1, CPU_COUNT(&cpus));
+  for (const auto& [host, ranks_cpus] : per_host) {
+    const int cpus = std::max(1, CPU_COUNT(&ranks_cpus.second));
+    if (ranks_cpus.first > cpus) map.any_host_oversubscribed = true;
+    if (host != me) continue;
+    map.local_ranks = ranks_cpus.first;
+    map.local_cpus = cpus;
+  }
   return map;
 }
 

@@ -22,11 +22,13 @@ std::string host_identity();
 // affinity masks: under a launcher that binds each rank to its own core a
 // rank sees one CPU, so its own mask alone would call the host
 // oversubscribed). One allgather, so every rank must call it at the same
-// point of setup.
+// point of setup. any_host_oversubscribed is the same on every rank: some
+// host's ranks outnumber the CPUs they may run on together.
 struct HostMap {
   std::vector<std::string> hosts;
   int local_ranks = 1;
   int local_cpus = 1;
+  bool any_host_oversubscribed = false;
 };
 HostMap gather_host_map(Bootstrap& boot, double timeout_s);
 

@@ -1,13 +1,31 @@
 #include "mp_support.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 
 namespace mp {
 
+// The slot size libcoll chose, so that the counts below sit on its chunk
+// edges: COLL_SLOT_SIZE, or the default, doubled as Context::
+// slots_when_oversubscribed does where the ranks outnumber the CPUs (the
+// tests run on one host; a wrong guess only moves the edges tested).
 size_t slot_bytes() {
   constexpr size_t kDefault = 128 * 1024;
   const char* env = std::getenv("COLL_SLOT_SIZE");
-  if (env == nullptr || *env == '\0') return kDefault;
+  if (env == nullptr || *env == '\0') {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    const int ranks = world_size();
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0 || ranks <= CPU_COUNT(&cpus)) return kDefault;
+    const char* slots_env = std::getenv("COLL_NUM_SLOTS");
+    const size_t slots = slots_env && *slots_env ? std::strtoull(slots_env, nullptr, 10) : 4;
+    const size_t cap = std::min<size_t>(512 * 1024, (size_t{16} << 20) / (std::max<size_t>(1, slots) *
+                                                                          size_t(ranks - 1)));
+    size_t bytes = kDefault;
+    while (bytes * 2 <= cap) bytes *= 2;
+    return bytes;
+  }
   char* end = nullptr;
   size_t bytes = std::strtoull(env, &end, 10);
   switch (*end) {
