@@ -208,8 +208,8 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
   layout.num_slots = config_.num_slots;
   layout.nranks = boot_->size();
   TransportOptions topts;
-  topts.window_arena_bytes =
-      config_.shm_arena_bytes.value_or(default_window_arena_bytes(layout.window_bytes()));
+  topts.window_arena_bytes = config_.shm_arena_bytes.value_or(
+      default_window_arena_bytes(layout.window_bytes(), config_.slot_bytes / Config{}.slot_bytes));
   topts.timeout_s = config_.timeout_s;
   transport_ = make_transport(config_.transport, *boot_, topts, host_.hosts);
   if (locking_) transport_ = std::make_unique<LockedTransport>(std::move(transport_));

@@ -12,11 +12,12 @@
 
 namespace coll {
 
-size_t default_window_arena_bytes(size_t world_window_bytes) {
+size_t default_window_arena_bytes(size_t world_window_bytes, size_t floor_scale) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t cap = SIZE_MAX / 32;  // no overflow below, whatever the caller asks
   const size_t sixteen = 16 * std::min(world_window_bytes, cap);
-  return (std::max(kMinWindowArenaBytes, sixteen) + page - 1) / page * page;
+  const size_t floor = kMinWindowArenaBytes * std::clamp<size_t>(floor_scale, 1, 64);
+  return (std::max(floor, sixteen) + page - 1) / page * page;
 }
 
 #ifndef COLL_HAVE_RDMA

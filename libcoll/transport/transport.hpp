@@ -100,12 +100,15 @@ struct TransportOptions {
   double timeout_s = 60;  // bound on every wait during setup
 };
 
-// The arena a job needs when the user does not say: max(256 MiB, 16 x the
-// world window), rounded up to pages. A dup of the world needs as much as
-// the world window, a split less, so 16 x leaves room for a dozen or more
-// communicators alive at once; the floor serves small jobs that create
-// many. Costs address space only (ranks per host x arena in every rank).
-size_t default_window_arena_bytes(size_t world_window_bytes);
+// The arena a job needs when the user does not say: max(256 MiB x
+// floor_scale, 16 x the world window), rounded up to pages. A dup of the
+// world needs as much as the world window, a split less, so 16 x leaves
+// room for a dozen or more communicators alive at once; the floor serves
+// small jobs that create many (40 alive at np 7: tests/mp/comm_test.c),
+// and scales with the slots (floor_scale: slot size / the default 128 KiB,
+// at least 1), since every window's slots do. Costs address space only
+// (ranks per host x arena in every rank).
+size_t default_window_arena_bytes(size_t world_window_bytes, size_t floor_scale = 1);
 
 class Transport {
  public:

@@ -761,6 +761,10 @@ TEST(WindowArenaSize, DefaultIsSixteenWorldWindowsAndAtLeast256MiB) {
   EXPECT_EQ(default_window_arena_bytes(100 << 20), size_t(1600) << 20);
   EXPECT_EQ(default_window_arena_bytes((100 << 20) + 1) % kPage, 0u);
   EXPECT_GE(default_window_arena_bytes(SIZE_MAX), size_t(256) << 20);  // no overflow
+  // The floor scales with the slots (4x the default slot: 1 GiB), bounded.
+  EXPECT_EQ(default_window_arena_bytes(4 << 20, 4), size_t(1024) << 20);
+  EXPECT_EQ(default_window_arena_bytes(0, 0), size_t(256) << 20);
+  EXPECT_EQ(default_window_arena_bytes(0, SIZE_MAX), size_t(256) << 26);
 }
 
 TEST(WindowArenaSize, CollShmArenaIsAByteCountWithSuffixes) {
