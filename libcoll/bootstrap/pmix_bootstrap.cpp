@@ -9,6 +9,7 @@
 // Fences are collective over the namespace in call order, so ranks must
 // call MPI_Init and coll_init in the same order, as they must anyway.
 #include <pmix.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -227,6 +228,32 @@ void debug_note(const char* fmt, const char* detail) {
   if (bootstrap_debug_enabled()) std::fprintf(stderr, fmt, detail);
 }
 
+// The process that holds the reference below (a fork child inherits the
+// exit handler, not the connection to the server).
+pid_t pmix_holder_pid = 0;
+
+// Once PMIx_Init has worked, this process keeps one more reference to its
+// PMIx client until it exits. Without it a program that bootstraps, ends
+// (coll_finalize) and bootstraps again with nothing else holding PMIx
+// (no MPI) finalized its client in between: the server counted the rank as
+// gone, and a peer already in the next bootstrap's fence got
+// PMIX_ERR_PARTIAL_SUCCESS (seen once in CI: collrun_pmix_bootstrap's
+// no-mpi case, "PMIx_Fence ... PARTIAL SUCCESS" at ranks 0 and 2). The
+// reference is given back at exit, where a finalize belongs (MPI_Finalize
+// before it only drops MPI's own).
+void hold_pmix_until_exit() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pmix_proc_t me;
+    PMIX_PROC_CONSTRUCT(&me);
+    if (PMIx_Init(&me, nullptr, 0) != PMIX_SUCCESS) return;
+    pmix_holder_pid = ::getpid();
+    std::atexit(+[] {
+      if (::getpid() == pmix_holder_pid) PMIx_Finalize(nullptr, 0);
+    });
+  });
+}
+
 }  // namespace
 
 std::unique_ptr<Bootstrap> make_pmix_bootstrap(double timeout_s) {
@@ -239,6 +266,7 @@ std::unique_ptr<Bootstrap> make_pmix_bootstrap(double timeout_s) {
                PMIx_Error_string(status));
     return nullptr;
   }
+  hold_pmix_until_exit();
   // From here PMIx_Finalize must balance PMIx_Init on every path.
   struct FinalizeUnlessKept {
     bool keep = false;
