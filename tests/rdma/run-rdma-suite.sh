@@ -56,7 +56,8 @@
 # Prints "RESULT step rc=... seconds=..." per step and exits non-zero if any
 # step failed (124: the VM timed out, 125: it could not boot).
 #
-# The VM emulates its CPU (TCG): expect about 1-3 minutes in all.
+# The VM emulates its CPU (TCG): expect 10-20 minutes in all on a 2-core
+# machine (2026-12-03: 880 s for 13 of the steps beside a build).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -64,7 +65,7 @@ BUILD=$(realpath "${1:-build}")
 OUT=$BUILD/rdma-suite
 # The whole guest command's bound. 1500 s: on the 2-core CI machine beside a
 # build (2026-12-03) the steps through regcache-user-np2 took 880 s and
-# 900 s cut the suite short; alone it takes about half that.
+# 900 s cut the suite short (its time alone was not measured then).
 TIMEOUT=${RDMA_SUITE_TIMEOUT:-1500}
 
 TRANSPORT_TEST=$BUILD/tests/rdma/rdma_transport_test
