@@ -389,12 +389,27 @@ int run_attacked(const char* self) {
       said.append(chunk, static_cast<size_t>(n));
     std::printf("%s", said.c_str());
   }
+  // Every rank joins once the flood is held: a flood that opens more than
+  // collrun's limit of unidentified connections while a rank has not yet
+  // answered its challenge can still push that rank out (the limitation
+  // rendezvous_server.cpp names), and a slow rank (ASan, a loaded machine)
+  // lost that race once in CI. Rank 0 says so in a file named by the job.
+  const std::string flood_held =
+      std::string("/tmp/coll-attacked-") + (std::getenv("COLL_JOBID") ? std::getenv("COLL_JOBID") : "");
+  if (rank == 0) {
+    FILE* f = std::fopen(flood_held.c_str(), "w");
+    if (f) std::fclose(f);
+  } else {
+    for (int i = 0; i < 6000 && ::access(flood_held.c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto bootstrap = coll::make_collrun_bootstrap(kTimeout);
   const auto all = bootstrap->allgather(std::to_string(rank), kTimeout);
   check(all == std::vector<std::string>{"0", "1", "2"}, "allgather under attack");
   if (rank == 0) {
     ::close(lifeline);  // the flood ends
+    ::unlink(flood_held.c_str());
     std::string rest;
     char chunk[256];
     ssize_t n;
