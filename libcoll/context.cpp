@@ -15,6 +15,7 @@
 #include "datatype.hpp"
 #include "error.hpp"
 #include "operation.hpp"
+#include "slot_sizing.hpp"
 
 namespace coll {
 namespace {
@@ -159,32 +160,6 @@ size_t Context::slots_for_memlock(size_t configured, int num_slots, int nranks) 
   return std::min(configured, std::max<size_t>(1024, fitting));
 }
 
-// Where some host's ranks outnumber its CPUs, a wait for a peer is a
-// context switch (the peer must be scheduled to write or read), and a call
-// costs about one per slot-sized chunk a hop moves. Larger slots there,
-// measured at np 4 on 2 CPUs, OSU-style average, libcoll / Open MPI tuned
-// in the same run, 3 runs (bench/knob_ab.sh):
-// beside one busy process, 2-4 MiB allreduce 1.4-2.8 -> 0.59-0.97 and bcast
-// 1.5-3.4 -> 0.50-1.04 with 512 KiB slots (1 MiB: 0.42-0.71, but quiet bcast
-// 1-2 MiB then lost its pipeline, 0.99-1.36 -> 0.94-1.43); quiet, 512 KiB
-// was within the runs' spread everywhere but bcast 4 MiB (0.69-0.74 ->
-// 0.90-0.96). Ranks that fit their cores keep the default: at np 2 beside a
-// busy process (not oversubscribed) 1 MiB slots lost (bcast 1 MiB up to
-// 4.6x). Every rank knows whether any host is oversubscribed (the host
-// exchange), so all choose the same. The slots are doubled from the
-// configured size up to 512 KiB while a writer's slots at every peer stay
-// within 16 MiB (the window commits slots of only the peers that write,
-// but an alltoall has every peer write): np 4-8 get 512 KiB, np 16 256 KiB,
-// np 32 and more the default.
-size_t Context::slots_when_oversubscribed(size_t configured, int num_slots, int nranks) {
-  constexpr size_t kMaxSlot = 512 * 1024, kBudget = size_t{16} << 20;
-  const size_t peers = size_t(std::max(1, nranks - 1));
-  const size_t cap = std::min(kMaxSlot, kBudget / (size_t(std::max(1, num_slots)) * peers));
-  size_t slot = configured;
-  while (slot * 2 <= cap) slot *= 2;
-  return slot;
-}
-
 Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thread_level)
     : serial_(++g_contexts),
       config_(config),
@@ -201,8 +176,8 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
 
   host_ = gather_host_map(*boot_, config_.timeout_s);
   if (host_.any_host_oversubscribed && env_string("COLL_SLOT_SIZE").empty())
-    config_.slot_bytes =
-        slots_when_oversubscribed(config_.slot_bytes, config_.num_slots, boot_->size());
+    config_.slot_bytes = slots_when_oversubscribed(config_.slot_bytes, config_.num_slots,
+                                                   boot_->size(), host_.shm_bytes_per_rank);
   WindowLayout layout;
   layout.slot_bytes = config_.slot_bytes;
   layout.num_slots = config_.num_slots;

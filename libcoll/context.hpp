@@ -95,8 +95,6 @@ class Context {
  private:
   struct Pacing;
   static size_t slots_for_memlock(size_t configured, int num_slots, int nranks);
-  // The slot size where some host of the job is oversubscribed (context.cpp).
-  static size_t slots_when_oversubscribed(size_t configured, int num_slots, int nranks);
   void advance_others(Communicator* except);
   bool drive(Operation& op, Pacing& pacing, bool once);
   std::chrono::steady_clock::time_point check_stalled(Communicator& comm, Pacing& pacing);

@@ -1,9 +1,11 @@
 #include "transport/host_identity.hpp"
 
 #include <sched.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include <fstream>
@@ -28,35 +30,62 @@ std::string host_identity() {
   return id;
 }
 
+namespace {
+
+// What one rank tells the others, ahead of its host_identity().
+struct HostRecord {
+  cpu_set_t cpus;
+  uint64_t shm_available;  // bytes /dev/shm has available to this rank now
+};
+
+uint64_t shm_available() {
+  struct statvfs st {};
+  if (statvfs("/dev/shm", &st) != 0) return 0;
+  return uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+}
+
+}  // namespace
+
 HostMap gather_host_map(Bootstrap& boot, double timeout_s) {
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_SET(0, &mine);
+  HostRecord mine{};
+  CPU_ZERO(&mine.cpus);
+  if (sched_getaffinity(0, sizeof mine.cpus, &mine.cpus) != 0) CPU_SET(0, &mine.cpus);
+  mine.shm_available = shm_available();
   const std::string me = host_identity();
   std::string record(reinterpret_cast<const char*>(&mine), sizeof mine);
   record += me;
   const std::vector<std::string> all = boot.allgather(record, timeout_s);
   HostMap map;
-  // Per host: its ranks, and the union of their CPUs.
-  std::map<std::string, std::pair<int, cpu_set_t>> per_host;
+  // Per host: its ranks, the union of their CPUs, the least /dev/shm seen.
+  struct PerHost {
+    int ranks = 0;
+    cpu_set_t cpus;
+    uint64_t shm = UINT64_MAX;
+  };
+  std::map<std::string, PerHost> per_host;
   for (const std::string& r : all) {
-    if (r.size() < sizeof(cpu_set_t))
+    if (r.size() < sizeof(HostRecord))
       fail(COLL_ERR_INTERNAL, "host exchange: a record of %zu bytes", r.size());
-    map.hosts.push_back(r.substr(sizeof(cpu_set_t)));
-    cpu_set_t theirs;
+    map.hosts.push_back(r.substr(sizeof(HostRecord)));
+    HostRecord theirs;
     std::memcpy(&theirs, r.data(), sizeof theirs);
     auto [it, added] = per_host.try_emplace(map.hosts.back());
-    if (added) CPU_ZERO(&it->second.second);
-    CPU_OR(&it->second.second, &it->second.second, &theirs);
-    ++it->second.first;
+    PerHost& h = it->second;
+    if (added) CPU_ZERO(&h.cpus);
+    CPU_OR(&h.cpus, &h.cpus, &theirs.cpus);
+    h.shm = std::min(h.shm, theirs.shm_available);
+    ++h.ranks;
   }
-  for (const auto& [host, ranks_cpus] : per_host) {
-    const int cpus = std::max(1, CPU_COUNT(&ranks_cpus.second));
-    if (ranks_cpus.first > cpus) map.any_host_oversubscribed = true;
+  uint64_t shm_per_rank = UINT64_MAX;
+  for (const auto& [host, h] : per_host) {
+    const int cpus = std::max(1, CPU_COUNT(&h.cpus));
+    if (h.ranks > cpus) map.any_host_oversubscribed = true;
+    shm_per_rank = std::min(shm_per_rank, h.shm / uint64_t(h.ranks));
     if (host != me) continue;
-    map.local_ranks = ranks_cpus.first;
+    map.local_ranks = h.ranks;
     map.local_cpus = cpus;
   }
+  map.shm_bytes_per_rank = size_t(std::min<uint64_t>(shm_per_rank, SIZE_MAX));
   return map;
 }
 

@@ -24,11 +24,16 @@ std::string host_identity();
 // oversubscribed). One allgather, so every rank must call it at the same
 // point of setup. any_host_oversubscribed is the same on every rank: some
 // host's ranks outnumber the CPUs they may run on together.
+// shm_bytes_per_rank is the same on every rank too: on each host the
+// smallest /dev/shm space available that its ranks saw, divided by its
+// ranks; the minimum over hosts (0 where /dev/shm could not be read). What
+// the window slots may grow to is bounded by it (slot_sizing.hpp).
 struct HostMap {
   std::vector<std::string> hosts;
   int local_ranks = 1;
   int local_cpus = 1;
   bool any_host_oversubscribed = false;
+  size_t shm_bytes_per_rank = 0;
 };
 HostMap gather_host_map(Bootstrap& boot, double timeout_s);
 
