@@ -22,7 +22,19 @@
 // in one interleaved run on a quiet machine (after waits stopped spinning
 // when ranks outnumber cores): within 1% of the best bcast at every size
 // but 512 KiB (1.21), where scatter_allgather is best (binomial was
-// 1.03-1.92 below 256 KiB). The bcast rules for np 3-4 come from it.
+// 1.03-1.92 below 256 KiB). The bcast rules for np 3-4 came from it.
+//
+// Then re-measured against Open MPI tuned in the same job under
+// MPI_Barrier (bench/knob_ab.sh: OSU average, rotating root; the slots
+// grown to 512 KiB since np 3-4 is oversubscribed here; medians of 8-10
+// alternating runs), where linear's root writing every copy in turn lost:
+// at np 4 quiet, libcoll / Open MPI 16-128 KiB linear 1.14-1.71, ring
+// 0.67-0.82; 1-4 MiB linear 1.15-1.26, ring 0.91-1.00 (256 KiB-512 KiB
+// scatter_allgather 0.72-0.96 stays best); np 3 quiet 32-128 KiB linear
+// 0.68-0.90, ring 0.49-0.58, 1-4 MiB linear 1.07-1.23, ring 1.04-1.10.
+// Beside a busy process at np 4 ring won 16-128 KiB too (0.81-0.86 against
+// 0.97-1.40); at 1-2 MiB linear did better there (0.35-0.48 against
+// 0.53-0.55), but both beat Open MPI, and quiet only ring did.
 //
 // The collectives of issue 12 (reduce, allgather(v), reduce_scatter(_block),
 // gather(v), scatter(v), alltoall(v), scan, exscan) were measured more
@@ -83,8 +95,9 @@ bcast         *      0          ring
 bcast         2      0          ring
 bcast         2      512K       scatter_allgather
 bcast         3-4    0          linear
+bcast         3-4    16K        ring
 bcast         3-4    256K       scatter_allgather
-bcast         3-4    1M         linear
+bcast         3-4    1M         ring
 bcast         5+     0          binomial
 
 # tree: rank 0 leaves first, and two waves when ranks outnumber cores

@@ -4,7 +4,8 @@
 # MPI_Barrier for both, rotating root), the variants alternating within each
 # repeat; prints per variant, collective and size the ratio libcoll / Open
 # MPI of every repeat (OSU average). NAME=none runs with no knob set.
-#   NP=4 REPS=3 SIZES=262144:4194304 COLLS=allreduce,bcast BUSY=1
+#   NP=4 REPS=3 SIZES=262144:4194304 COLLS=allreduce,bcast BUSY=1 ITERS=200
+# (ITERS: coll_bench_mpi -i, a tenth of it above 8 KiB)
 # BUSY=1 (the default) runs one stress-ng --cpu 1 beside every run: the
 # busy node of issue 17. Example (the slot size at np 4 beside a busy
 # process): bench/knob_ab.sh def=none slot128k=COLL_SLOT_SIZE=128K
