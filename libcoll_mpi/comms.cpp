@@ -52,7 +52,7 @@
 // closing handshake needs no MPI progress), then coll_comm_free.
 //
 // Window budget. Each libcoll communicator has a window (size x (128 +
-// slots x (256 + slot bytes)) bytes); shared memory takes them from an arena
+// slots x (320 + slot bytes)) bytes); shared memory takes them from an arena
 // (COLL_SHM_ARENA). The shim keeps its communicators within 3/4 of it, so
 // that an application with many communicators gets the later ones served
 // by MPI rather than a libcoll failure.
@@ -89,7 +89,7 @@ size_t env_bytes(const char* name, size_t fallback) {
 }
 
 size_t window_cost(int size) {
-  return size_t(size) * (128 + g_num_slots * (256 + g_slot_bytes));
+  return size_t(size) * (128 + g_num_slots * (320 + g_slot_bytes));
 }
 
 bool reserve(size_t cost) {

@@ -103,7 +103,7 @@ inline constexpr size_t kLineBytes = 64;
 inline constexpr size_t kLinePayload = kLineBytes - 8;
 // Lines per frame; a longer line message goes as several frames. The
 // channel's line messages (WindowLayout::kMaxLineMessage) fit in one.
-inline constexpr size_t kMaxFrameLines = 4;
+inline constexpr size_t kMaxFrameLines = 5;
 // Lines a frame of `length` payload bytes (flag included) covers.
 inline constexpr size_t frame_lines(uint64_t length) {
   return length <= 8 + kLinePayload ? 1 : size_t((length - 8 + kLinePayload - 1) / kLinePayload);

@@ -952,9 +952,9 @@ bool holds_lines(const uint8_t* at, const uint8_t* message, size_t len, uint64_t
 }
 
 // Lengths of the line messages each rank sends: empty, within one line,
-// exactly one, two, the channel's largest (4 lines, one frame) and longer
-// ones that take several frames.
-const size_t kLineLengths[] = {0, 1, 8, 55, 56, 57, 112, 200, 224, 225, 500, 1000};
+// exactly one, two, four, the channel's largest (5 lines, one frame) and
+// longer ones that take several frames.
+const size_t kLineLengths[] = {0, 1, 8, 55, 56, 57, 112, 200, 224, 225, 280, 281, 500, 1000};
 constexpr int kLineMessages = int(sizeof kLineLengths / sizeof kLineLengths[0]);
 constexpr size_t kLineArea = 19 * 64;  // per message: room for the 18 lines of 1000 bytes
 
@@ -1271,7 +1271,7 @@ TEST_P(MalformedLines, AreRefusedAndWriteNothing) {
       const int fd = imp.join_and_greet();
       CHILD_CHECK(fd >= 0, "connect: %s", std::strerror(errno));
       const auto remote = exchange_regions(rank.boot, nullptr);
-      std::vector<uint8_t> payload(8 + 5 * tcp_wire::kLinePayload, 0x77);
+      std::vector<uint8_t> payload(8 + (tcp_wire::kMaxFrameLines + 1) * tcp_wire::kLinePayload, 0x77);
       uint64_t addr = remote[1].addr, length = 8;
       if (bad == BadLines::kNoFlag) length = 4;
       if (bad == BadLines::kTooLong) length = payload.size();
