@@ -34,7 +34,15 @@
 // 0.68-0.90, ring 0.49-0.58, 1-4 MiB linear 1.07-1.23, ring 1.04-1.10.
 // Beside a busy process at np 4 ring won 16-128 KiB too (0.81-0.86 against
 // 0.97-1.40); at 1-2 MiB linear did better there (0.35-0.48 against
-// 0.53-0.55), but both beat Open MPI, and quiet only ring did.
+// 0.53-0.55), but both beat Open MPI, and quiet only ring did. Below
+// 64 KiB the way users measure decided otherwise: bench/compare.sh at np 4
+// (against the best of Open MPI tuned and coll/han, OSU average /
+// synchronized start, 3 alternating runs each) gave linear 0.65-0.70 /
+// 0.62-0.66 at 16 KiB and 0.71-0.82 / 0.69-0.72 at 32 KiB, ring
+// 0.82-0.88 / 0.86-0.92 and 0.78-0.92 / 0.87-0.94 (over tcp too ring lost
+// there: 1.25-1.35); at 64 KiB they tied (ring 0.85-0.88 / 0.89-0.93,
+// linear 0.89-1.04 / 0.74-0.83), at 128 KiB ring won (0.77-0.81 / 0.86-0.94
+// against 1.16-1.26 / 1.04-1.13). So ring from 64 KiB.
 //
 // The collectives of issue 12 (reduce, allgather(v), reduce_scatter(_block),
 // gather(v), scatter(v), alltoall(v), scan, exscan) were measured more
@@ -95,7 +103,7 @@ bcast         *      0          ring
 bcast         2      0          ring
 bcast         2      512K       scatter_allgather
 bcast         3-4    0          linear
-bcast         3-4    16K        ring
+bcast         3-4    64K        ring
 bcast         3-4    256K       scatter_allgather
 bcast         3-4    1M         ring
 bcast         5+     0          binomial
