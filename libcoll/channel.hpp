@@ -60,8 +60,8 @@ void poll_and_route_completions(Transport& transport, int rank);
 
 struct WindowLayout {
   static constexpr int kMaxSlots = 16;
-  static constexpr size_t kLineBytes = 64;
-  static constexpr size_t kInlineBytes = kLineBytes - 8;  // payload after a line's flag
+  static constexpr size_t kLineBytes = coll::kLineBytes;
+  static constexpr size_t kInlineBytes = kLinePayload;  // payload after a line's flag
   // Line messages up to 5 lines (280 B): measured on the 2-core
   // development VM (np 2 allreduce, libcoll's own loop), 2-3 lines beat
   // flag + slot by 10-20%, 5 lines tie and 10 lines lose by 30% (a reader
@@ -71,7 +71,7 @@ struct WindowLayout {
   // alternating) bcast 256 B took 0.27-0.28 us against 0.30-0.32 (OSU
   // average) and 0.42-0.43 against 0.47-0.50 (synchronized start),
   // allreduce 256 B 0.41-0.43 against 0.44-0.46; 128 B and 512 B the same.
-  static constexpr size_t kLinesPerSlot = 5;
+  static constexpr size_t kLinesPerSlot = kMaxMessageLines;
   static constexpr size_t kMaxLineMessage = kLinesPerSlot * kInlineBytes;
 
   size_t slot_bytes = 0;

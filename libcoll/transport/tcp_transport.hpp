@@ -99,11 +99,11 @@ enum FrameType : uint32_t {
                     // frame and a flag frame: one sendmsg per small message.
 };
 inline constexpr uint64_t kMaxAbortText = 1024;
-inline constexpr size_t kLineBytes = 64;
-inline constexpr size_t kLinePayload = kLineBytes - 8;
+inline constexpr size_t kLineBytes = coll::kLineBytes;
+inline constexpr size_t kLinePayload = coll::kLinePayload;
 // Lines per frame; a longer line message goes as several frames. The
-// channel's line messages (WindowLayout::kMaxLineMessage) fit in one.
-inline constexpr size_t kMaxFrameLines = 5;
+// channel's line messages fit in one.
+inline constexpr size_t kMaxFrameLines = kMaxMessageLines;
 // Lines a frame of `length` payload bytes (flag included) covers.
 inline constexpr size_t frame_lines(uint64_t length) {
   return length <= 8 + kLinePayload ? 1 : size_t((length - 8 + kLinePayload - 1) / kLinePayload);

@@ -82,6 +82,15 @@ struct Completion {
   int status = 0;  // 0, or a COLL_ERR_* code
 };
 
+// Line messages (Transport::post_lines): 64-byte lines of an 8-byte flag
+// and 56 bytes of payload. A message of the channel takes at most
+// kMaxMessageLines lines (WindowLayout::kLinesPerSlot, where channel.hpp
+// says why 5); a transport may move one such message as one unit (tcp: one
+// frame). One definition, so the window's lines and tcp's frames agree.
+inline constexpr size_t kLineBytes = 64;
+inline constexpr size_t kLinePayload = kLineBytes - 8;
+inline constexpr size_t kMaxMessageLines = 5;
+
 // The least arena a caller should give the shm transport (see
 // default_window_arena_bytes).
 inline constexpr size_t kMinWindowArenaBytes = size_t(256) << 20;
