@@ -353,7 +353,9 @@ int run_attack(const char* address, const char* victim_pid) {
 }
 
 // A job of 3 attacked while it starts by another user (run_attack): rank 0
-// starts the attacker and waits until it has attacked; rank 2 joins last.
+// starts the attacker and waits until it has attacked (rank 2's hello
+// included: rank 2 has not joined yet) and holds its flood; then every
+// rank joins.
 // Every rank must still join and allgather exactly. Prints "ok attacked",
 // or "skipped attacked" when not root (setpriv needs it).
 int run_attacked(const char* self) {
@@ -403,7 +405,6 @@ int run_attacked(const char* self) {
     for (int i = 0; i < 6000 && ::access(flood_held.c_str(), F_OK) != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto bootstrap = coll::make_collrun_bootstrap(kTimeout);
   const auto all = bootstrap->allgather(std::to_string(rank), kTimeout);
   check(all == std::vector<std::string>{"0", "1", "2"}, "allgather under attack");
