@@ -99,18 +99,16 @@ for peer in $peers; do
   fi
 done
 
-# The busy node: competitors started once, stopped however this script ends.
-busy_pids=()
-stop_busy() { ((${#busy_pids[@]})) && kill "${busy_pids[@]}" 2> /dev/null; wait 2> /dev/null || true; }
-trap stop_busy EXIT
+# The busy node: competitors started once, stopped however this script
+# ends (bench/busy.sh); a quiet comparison refuses to run beside a
+# competitor an earlier run left.
+source "$here/busy.sh"
+trap busy_stop EXIT
 if ((busy > 0)); then
-  if command -v stress-ng > /dev/null; then
-    stress-ng --cpu "$busy" --quiet > /dev/null 2>&1 &
-    busy_pids+=($!)
-  else
-    for ((i = 0; i < busy; i++)); do sh -c 'while :; do :; done' & busy_pids+=($!); done
-  fi
+  busy_start "$busy" || die "could not start the competing processes"
   echo "compare.sh: $busy competing CPU-bound process(es) running" >&2
+else
+  busy_check_quiet || die "stop it first (a quiet comparison)"
 fi
 read -r -a peer_list <<< "$peers"
 ((${#peer_list[@]})) || die "--peers: none given"

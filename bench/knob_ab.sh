@@ -7,24 +7,28 @@
 #   NP=4 REPS=3 SIZES=262144:4194304 COLLS=allreduce,bcast BUSY=1 ITERS=200
 # (ITERS: coll_bench_mpi -i, a tenth of it above 8 KiB)
 # BUSY=1 (the default) runs one stress-ng --cpu 1 beside every run: the
-# busy node of issue 17. Example (the slot size at np 4 beside a busy
-# process): bench/knob_ab.sh def=none slot128k=COLL_SLOT_SIZE=128K
+# busy node of issue 17 (bench/busy.sh); BUSY=0 refuses to run while a
+# competitor of an earlier run is still there. Example (the slot size at
+# np 4 beside a busy process):
+#   bench/knob_ab.sh def=none slot128k=COLL_SLOT_SIZE=128K
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 out=$(mktemp -d /tmp/coll-knob-ab.XXXXXX)
-sp=""
+source bench/busy.sh
+trap 'busy_stop; rm -rf "$out"' EXIT
 if [ "${BUSY:-1}" = 1 ]; then
-  stress-ng --cpu 1 --quiet & sp=$!
+  busy_start 1 || exit 1
+else
+  busy_check_quiet || exit 1
 fi
-trap '[ -n "$sp" ] && kill "$sp"; rm -rf "$out"' EXIT
 for r in $(seq "${REPS:-3}"); do
   for v in "$@"; do
     name=${v%%=*}
     xs=()
     for e in ${v#*=}; do [ "$e" = none ] || xs+=(-x "$e"); done
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np "${NP:-4}" --mca btl self,vader \
-      "${xs[@]}" "$build/bench/coll_bench_mpi" -m "${SIZES:-262144:4194304}" -i 200 --rotate-root \
+      "${xs[@]}" "$build/bench/coll_bench_mpi" -m "${SIZES:-262144:4194304}" -i "${ITERS:-200}" --rotate-root \
       -b "${COLLS:-allreduce,bcast}" --csv "$out/$name-$r.csv" > /dev/null 2>&1 ||
       echo "run $name $r failed"
   done
