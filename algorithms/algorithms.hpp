@@ -160,6 +160,9 @@ struct CollectiveInfo {
   std::vector<std::pair<const void*, size_t>> (*buffers)(const Args& args, int comm_size);
   const Algorithm* algorithms;
   size_t num_algorithms;
+  // The algorithm an automatic choice gives way to where the call goes
+  // zero-copy (Channel::zero_copy), or nullptr: see zero_copy_choice.
+  const Algorithm* zero_copy = nullptr;
 };
 
 const CollectiveInfo& collective_info(Coll c);
@@ -180,6 +183,21 @@ std::string algorithm_names(Coll c);
 // the selection table (selection.hpp): the compiled-in defaults, overridden
 // by the file COLL_TUNING_FILE names.
 const Algorithm& choose_algorithm(Coll c, int nranks, size_t bytes);
+// What a call runs in place of the automatic choice `chosen` (the
+// table's) where it goes zero-copy and that spares copies outright
+// (Channel::zero_copy_spares_copies: tcp, RDMA): the collective's
+// zero-copy algorithm where it has one, else `chosen`. bcast only: its
+// ring writes straight into the receivers' buffers, which at 2 ranks is
+// the least any bcast can move (one write of the message), while the
+// table's choices (scatter_allgather from 512 KiB at 2-4 ranks) were
+// measured on shm without zero-copy and copy every byte through the
+// windows: over tcp they lost to Open MPI's tcp BTL by 1.1-1.3x at np 2
+// and 4, where the ring tied or won. Not on shm, whose zero-copy (CMA)
+// costs what the machine makes it cost (shm_transport.cpp: on an Intel VM
+// the ring with CMA lost 1.45x to scatter_allgather at 4 MiB). Allreduce
+// keeps the table's: its zero-copy ring only tied the table's choices over
+// tcp (np 2 and 4, 512 KiB-4 MiB).
+const Algorithm& zero_copy_choice(const Algorithm& chosen, Coll c);
 // Builds the selection table now (reads COLL_TUNING_FILE when it is set), so
 // that a bad file fails coll_init rather than the first collective.
 void load_selection();

@@ -13,12 +13,15 @@ Task run_on(Channel& parent, Channel& sub, Coll c, Args args) {
   LentPins pins(parent, sub);
   if (sub.needs_local_registration())
     for (auto [buf, len] : info.buffers(args, sub.size())) sub.pin(buf, len);
-  co_await choose_algorithm(c, sub.size(), args.select_bytes).run(sub, args);
+  const Algorithm* algo = &choose_algorithm(c, sub.size(), args.select_bytes);
+  if (sub.zero_copy_spares_copies(args.bytes)) algo = &zero_copy_choice(*algo, c);
+  co_await algo->run(sub, args);
   co_await sub.flush();
 }
 
 Task run_flat(Channel& ch, Coll c, const Args& args) {
-  return choose_algorithm(c, ch.size(), args.select_bytes).run(ch, args);
+  const Algorithm& chosen = choose_algorithm(c, ch.size(), args.select_bytes);
+  return (ch.zero_copy_spares_copies(args.bytes) ? zero_copy_choice(chosen, c) : chosen).run(ch, args);
 }
 
 }  // namespace coll

@@ -603,7 +603,7 @@ const CollectiveInfo kCollectives[kCollCount] = {
     {Coll::kAllreduce, "allreduce", "COLL_ALLREDUCE_ALGO", check_allreduce, no_data,
      local_copy, buffers_allreduce, kAllreduce, count_of(kAllreduce)},
     {Coll::kBcast, "bcast", "COLL_BCAST_ALGO", check_bcast, no_data, local_nothing, buffers_bcast,
-     kBcast, count_of(kBcast)},
+     kBcast, count_of(kBcast), &kBcast[0] /* ring */},
     {Coll::kBarrier, "barrier", "COLL_BARRIER_ALGO", check_barrier, never_empty, local_nothing,
      buffers_none, kBarrier, count_of(kBarrier)},
     {Coll::kAllgather, "allgather", "COLL_ALLGATHER_ALGO", check_allgather, no_data,
@@ -701,6 +701,11 @@ const Algorithm& choose_algorithm(Coll c, int nranks, size_t bytes) {
   LastChoice& l = last[int(c)];
   if (!l.holds(nranks, bytes)) l = {nranks, active_selection().choice(c, nranks, bytes)};
   return *l.choice.algorithm;
+}
+
+const Algorithm& zero_copy_choice(const Algorithm& chosen, Coll c) {
+  const Algorithm* zc = collective_info(c).zero_copy;
+  return zc ? *zc : chosen;
 }
 
 void load_selection() { active_selection(); }

@@ -3,7 +3,8 @@
 // copies it into the user buffer, so the chunk moves on without waiting for
 // the local copy. Large broadcasts go zero-copy: every rank but the root
 // exposes its buffer to its predecessor, which writes chunks straight into
-// it and forwards from its own buffer.
+// it and forwards from its own buffer (at 2 ranks the whole message in one
+// write: ring::zero_copy_chunk).
 #include <algorithm>
 #include <cstring>
 
@@ -23,8 +24,9 @@ Task ring_bcast(Channel& ch, const Args& a) {
   if (ch.zero_copy(a.bytes)) {
     if (pos != 0) ch.expose(prev, buf, a.bytes);
     const RemoteRegion dst = last ? RemoteRegion{} : co_await ch.exposed_by(next);
-    for (size_t off = 0; off < a.bytes; off += chunk) {
-      const size_t len = std::min(chunk, a.bytes - off);
+    const size_t zchunk = ring::zero_copy_chunk(a.bytes, n, chunk, Channel::kMaxDirectMessage);
+    for (size_t off = 0; off < a.bytes; off += zchunk) {
+      const size_t len = std::min(zchunk, a.bytes - off);
       if (pos != 0) co_await ch.recv_direct(prev, len);
       if (!last) co_await ch.send_direct(next, dst, off, buf + off, len);
     }

@@ -44,6 +44,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       zcopy_threshold_(zcopy_threshold),
       pinnable_bytes_(transport.needs_local_registration() ? cache.max_pinned_bytes() / 4
                                                            : std::numeric_limits<size_t>::max()),
+      direct_like_window_(transport.direct_writes_like_window()),
       owner_(owner),
       rank_(rank),
       size_(int(group_.size())),
@@ -431,7 +432,9 @@ Channel::SendWait Channel::send_direct(int peer, const RemoteRegion& dst, size_t
          "rank %d: zero-copy write of %zu bytes at offset %zu into the %llu byte buffer of rank "
          "%d: do all ranks pass the same count and datatype?",
          rank_, len, offset, static_cast<unsigned long long>(dst.length), peer);
-  if (len >= kDirectBit) fail(COLL_ERR_INTERNAL, "channel: direct message of %zu bytes", len);
+  if (len > kMaxDirectMessage)
+    fail(COLL_ERR_INTERNAL, "channel: direct message of %zu bytes (at most %zu)", len,
+         kMaxDirectMessage);
   return SendWait(*this, peer, src, len, true, &dst, offset);
 }
 

@@ -171,6 +171,17 @@ class Channel {
   // budget (itself 3/4 of RLIMIT_MEMLOCK), so that a call's buffers and
   // other communicators' fit together. Unbounded where nothing is pinned.
   size_t pinnable_bytes() const { return pinnable_bytes_; }
+  // Whether a call moving `bytes` goes zero-copy where that spares copies
+  // outright (Transport::direct_writes_like_window: tcp, RDMA): there an
+  // algorithm that writes straight into the receivers' buffers moves less
+  // than one that copies through the windows. Alike on every rank.
+  bool zero_copy_spares_copies(size_t bytes) const {
+    return direct_like_window_ && zero_copy(bytes);
+  }
+  // The longest zero-copy message: its length shares the flag's low 31
+  // bits with the direct bit, and RDMA devices commonly take writes of up
+  // to 2 GiB (max_msg_sz).
+  static constexpr size_t kMaxDirectMessage = size_t(1) << 30;
 
   // --- eager messages, through the slots -------------------------------
   // co_await send(peer, src, len): sends len <= slot_bytes() bytes from src
@@ -342,6 +353,7 @@ class Channel {
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
   size_t pinnable_bytes_;
+  bool direct_like_window_;  // transport_.direct_writes_like_window(), asked once
   // RDMA sources that are not pinned (larger than pinnable_bytes()) are
   // copied here, registered, and written from here: slot-sized writes,
   // reused after every signaled write so far has completed.

@@ -142,6 +142,7 @@ const Blocker* Communicator::blocked() const {
     if (!last.algorithm || key < last.min_bytes || key > last.max_bytes)
       last = active_selection().choice(c, size(), key);
     algo = last.algorithm;
+    if (channel_->zero_copy_spares_copies(args.bytes)) algo = &zero_copy_choice(*algo, c);
   }
   last_[int(c)] = algo->name;
   return algo;

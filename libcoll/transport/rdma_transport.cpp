@@ -398,6 +398,7 @@ class RdmaTransport final : public RdmaPart {
   uint64_t pinned_bytes() const override;
   int poll(Completion* out, int max) override;
   bool needs_local_registration() const override { return true; }
+  bool direct_writes_like_window() const override { return true; }  // an RDMA write either way
   void check_peer(int peer) override;
   uint64_t network_bytes() const override { return network_bytes_; }
   int connections() const override {

@@ -428,6 +428,9 @@ class TcpTransport final : public Transport {
   // payload, so the promise of line writes holds, and a small message
   // costs one sendmsg where data and flag cost two.
   bool line_writes(int /*peer*/) const override { return true; }
+  // A zero-copy write is a frame like any other, received straight into
+  // the exposed buffer.
+  bool direct_writes_like_window() const override { return true; }
   int post_lines(int peer, const void* src, size_t len, uint64_t flag, uint64_t remote_addr,
                  uint32_t rkey) override {
     if (peer < 0 || peer >= size_ || (len > 0 && src == nullptr) ||

@@ -259,6 +259,13 @@ class Transport {
   // not write into its host peers' memory, CMA refused): then no call goes
   // zero-copy, whatever COLL_ZCOPY_THRESHOLD asks.
   virtual bool zero_copy_refused() const { return false; }
+  // True where a zero-copy write travels the way a window write does (the
+  // socket, the NIC), so it costs no more a byte and spares the receiver
+  // its copy out of the window: tcp, RDMA. False where it takes another
+  // path whose cost depends on the machine (shm: CMA), and on the hybrids,
+  // whose pairs within a host are shm. Every rank of a job answers alike
+  // (they all run one transport), so choices made on it agree.
+  virtual bool direct_writes_like_window() const { return false; }
 
   // Throws Error(COLL_ERR_PEER_LOST) when peer is known to be gone. Cheap
   // enough to call every few milliseconds from a wait loop.

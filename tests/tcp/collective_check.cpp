@@ -1,8 +1,11 @@
 // A rank program for collrun: allreduce and bcast over whatever transport
 // the environment chooses, every result checked against its closed form.
 // COLL_CHECK_TRANSPORT=name makes the transport's name part of the check
-// (so that a test of tcp cannot pass on shm). Exit status 0: every check on
-// this rank passed.
+// (so that a test of tcp cannot pass on shm), and with it a bcast that goes
+// zero-copy (the transport's default threshold, 512 KiB, nothing forced)
+// must have run the ring, the zero-copy bcast (zero_copy_choice,
+// algorithms.hpp), whatever the table says for its size. Exit status 0:
+// every check on this rank passed.
 #include <coll/coll.h>
 
 #include <algorithm>
@@ -85,12 +88,21 @@ void allreduce_int32_max(size_t count) {
   }
 }
 
+bool g_expect_zero_copy_ring = false;
+
 void bcast_uint64(size_t count, int root) {
   std::vector<uint64_t> buf(count, 0);
   if (g_rank == root)
     for (size_t i = 0; i < count; ++i) buf[i] = mix(uint64_t(root), i);
   if (!call_ok(coll_bcast(buf.data(), count, COLL_UINT64, root, coll_comm_world()), "bcast"))
     return;
+  if (g_expect_zero_copy_ring && count * sizeof(uint64_t) >= (size_t(512) << 10)) {
+    const char* used = coll_comm_last_algorithm(coll_comm_world(), "bcast");
+    ++g_checks;
+    if (std::strcmp(used, "ring") != 0 && ++g_failures <= 10)
+      std::printf("tcp-check rank %d: WRONG algorithm of a zero-copy bcast of %zu bytes: %s, "
+                  "want ring\n", g_rank, count * sizeof(uint64_t), used);
+  }
   for (size_t i = 0; i < count; ++i) {
     const uint64_t want = mix(uint64_t(root), i);
     check(buf[i] == want, "bcast uint64", count, i, double(buf[i]), double(want));
@@ -109,6 +121,8 @@ int main(int argc, char** argv) {
       std::printf("tcp-check rank %d: WRONG transport %s, want %s\n", g_rank, transport, want);
       ++g_failures;
     }
+    g_expect_zero_copy_ring = std::strcmp(want, "tcp") == 0 && !std::getenv("COLL_BCAST_ALGO") &&
+                              !std::getenv("COLL_ZCOPY_THRESHOLD") && g_size > 1;
   }
   // Empty, one, odd, across the 128 KiB slot, and large enough to go
   // zero-copy (8 MiB of int64 >= the 512 KiB threshold).

@@ -93,6 +93,16 @@ TEST(RingSchedule, ChunksCoverASegment) {
   EXPECT_EQ(num_chunks(0, 16), 0u);
 }
 
+TEST(RingSchedule, ZeroCopyChunksAreTheWholeMessageAtTwoRanksElseSlots) {
+  const size_t slot = 128 << 10, most = size_t(1) << 30;
+  EXPECT_EQ(zero_copy_chunk(4 << 20, 2, slot, most), size_t(4) << 20);
+  EXPECT_EQ(zero_copy_chunk(524289, 2, slot, most), 524289u);  // odd: still one write
+  EXPECT_EQ(zero_copy_chunk(size_t(3) << 30, 2, slot, most), most);  // capped
+  for (int n : {3, 4, 7}) EXPECT_EQ(zero_copy_chunk(4 << 20, n, slot, most), slot);
+  EXPECT_EQ(zero_copy_chunk(4 << 20, 3, size_t(2) << 30, most), most);
+  EXPECT_EQ(zero_copy_chunk(0, 2, slot, most), 1u);  // never 0: the loop advances
+}
+
 TEST(RingSchedule, ChainVisitsEveryRankOnceFromAnyRoot) {
   for (int n : {1, 2, 3, 6}) {
     for (int root = 0; root < n; ++root) {

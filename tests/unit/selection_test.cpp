@@ -278,5 +278,20 @@ TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
   EXPECT_EQ(lookup_algorithm(Coll::kAllreduce, "Ring"), nullptr);
 }
 
+// A bcast that goes zero-copy where that spares copies runs the ring,
+// whatever the table chose; every other collective keeps the table's.
+TEST(Selection, ZeroCopyBcastRunsTheRingOthersKeepTheirChoice) {
+  for (const char* name : {"ring", "binomial", "tree", "scatter_allgather", "linear"})
+    EXPECT_STREQ(zero_copy_choice(find_algorithm(Coll::kBcast, name), Coll::kBcast).name, "ring");
+  EXPECT_STREQ(zero_copy_choice(choose_algorithm(Coll::kBcast, 2, size_t(4) << 20), Coll::kBcast)
+                   .name,
+               "ring");
+  for (const char* name : {"ring", "tree", "recursive_doubling", "rabenseifner"})
+    EXPECT_STREQ(zero_copy_choice(find_algorithm(Coll::kAllreduce, name), Coll::kAllreduce).name,
+                 name);
+  EXPECT_STREQ(zero_copy_choice(find_algorithm(Coll::kAlltoall, "pairwise"), Coll::kAlltoall).name,
+               "pairwise");
+}
+
 }  // namespace
 }  // namespace coll
