@@ -55,7 +55,13 @@
 // slots x (320 + slot bytes)) bytes); shared memory takes them from an arena
 // (COLL_SHM_ARENA). The shim keeps its communicators within 3/4 of it, so
 // that an application with many communicators gets the later ones served
-// by MPI rather than a libcoll failure.
+// by MPI rather than a libcoll failure. The slot is the configured one
+// (128 KiB unless COLL_SLOT_SIZE): where libcoll grows its slots (ranks
+// outnumbering CPUs) the floor of its default arena grows by the same
+// factor (default_window_arena_bytes), so as many communicators fit as
+// this counts; pmpi_many_comms_np4 checks that the budget bites before the
+// arena runs out (np 4 on 2 CPUs: 93 served, then left to MPI; with no
+// budget libcoll failed the 126th).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
