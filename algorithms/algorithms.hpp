@@ -161,7 +161,8 @@ struct CollectiveInfo {
   const Algorithm* algorithms;
   size_t num_algorithms;
   // The algorithm an automatic choice gives way to where the call goes
-  // zero-copy (Channel::zero_copy), or nullptr: see zero_copy_choice.
+  // zero-copy and that spares copies (Channel::zero_copy_spares_copies), or
+  // nullptr: see zero_copy_choice.
   const Algorithm* zero_copy = nullptr;
 };
 

@@ -20,8 +20,9 @@ Task run_on(Channel& parent, Channel& sub, Coll c, Args args) {
 }
 
 Task run_flat(Channel& ch, Coll c, const Args& args) {
-  const Algorithm& chosen = choose_algorithm(c, ch.size(), args.select_bytes);
-  return (ch.zero_copy_spares_copies(args.bytes) ? zero_copy_choice(chosen, c) : chosen).run(ch, args);
+  const Algorithm* algo = &choose_algorithm(c, ch.size(), args.select_bytes);
+  if (ch.zero_copy_spares_copies(args.bytes)) algo = &zero_copy_choice(*algo, c);
+  return algo->run(ch, args);
 }
 
 }  // namespace coll
