@@ -1,6 +1,16 @@
 #include "hierarchy.hpp"
 
 namespace coll {
+namespace {
+
+// The automatic choice for a call on ch (Communicator::choose is the same,
+// with its choices cached).
+const Algorithm& automatic(Channel& ch, Coll c, const Args& args) {
+  const Algorithm& chosen = choose_algorithm(c, ch.size(), args.select_bytes);
+  return ch.zero_copy_spares_copies(args.bytes) ? zero_copy_choice(chosen, c) : chosen;
+}
+
+}  // namespace
 
 Task run_on(Channel& parent, Channel& sub, Coll c, Args args) {
   const CollectiveInfo& info = collective_info(c);
@@ -13,16 +23,12 @@ Task run_on(Channel& parent, Channel& sub, Coll c, Args args) {
   LentPins pins(parent, sub);
   if (sub.needs_local_registration())
     for (auto [buf, len] : info.buffers(args, sub.size())) sub.pin(buf, len);
-  const Algorithm* algo = &choose_algorithm(c, sub.size(), args.select_bytes);
-  if (sub.zero_copy_spares_copies(args.bytes)) algo = &zero_copy_choice(*algo, c);
-  co_await algo->run(sub, args);
+  co_await automatic(sub, c, args).run(sub, args);
   co_await sub.flush();
 }
 
 Task run_flat(Channel& ch, Coll c, const Args& args) {
-  const Algorithm* algo = &choose_algorithm(c, ch.size(), args.select_bytes);
-  if (ch.zero_copy_spares_copies(args.bytes)) algo = &zero_copy_choice(*algo, c);
-  return algo->run(ch, args);
+  return automatic(ch, c, args).run(ch, args);
 }
 
 }  // namespace coll
