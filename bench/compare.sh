@@ -23,13 +23,15 @@
 #   bench/compare.sh [--build DIR] [--np "2 4"] [--repeats N] [--sizes MIN:MAX]
 #                    [--type TYPE] [--peers "tuned han"] [--out DIR] [--plot]
 #                    [--btl LIST] [--mpirun-args "ARGS"] [--busy N] [--run-limit S]
-#                    [-- coll_bench_mpi options]
+#                    [--summarize] [-- coll_bench_mpi options]
 # --btl: Open MPI's BTLs (default self,vader: one node); --mpirun-args: more
 # mpirun arguments, split at spaces (hosts, an rsh agent, -x VAR=VALUE for
 # libcoll: bench/netns-compare.sh runs it across namespace hosts so; not
 # passed to mpirun.mpich). --busy N: N competing CPU-bound processes
 # (stress-ng --cpu N, or shell loops where stress-ng is missing) run for
 # the whole comparison, beside every contender alike: the busy node.
+# --summarize: no runs, the summaries and the table made again from
+# OUTDIR/raw (after a change of the summary's rules).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,11 +45,12 @@ peers=""
 plot=0
 busy=0
 run_limit=1800
+summarize_only=0
 btl=self,vader
 mpirun_args=""
 extra=()
 
-usage() { sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,34s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do
@@ -64,6 +67,7 @@ while [[ $# -gt 0 ]]; do
     --mpirun-args) mpirun_args=$2; shift 2 ;;
     --busy) busy=$2; shift 2 ;;
     --run-limit) run_limit=$2; shift 2 ;;
+    --summarize) summarize_only=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage >&2; die "unknown argument '$1'" ;;
@@ -99,66 +103,72 @@ for peer in $peers; do
   fi
 done
 
-# The busy node: competitors started once, stopped however this script
-# ends (bench/busy.sh); a quiet comparison refuses to run beside a
-# competitor an earlier run left.
-source "$here/busy.sh"
-trap busy_stop EXIT
-if ((busy > 0)); then
-  busy_start "$busy" || die "could not start the competing processes"
-  echo "compare.sh: $busy competing CPU-bound process(es) running" >&2
-else
-  busy_check_quiet || die "stop it first (a quiet comparison)"
-fi
 read -r -a peer_list <<< "$peers"
 ((${#peer_list[@]})) || die "--peers: none given"
-for peer in "${peer_list[@]}"; do
-  peer_args "$peer" > /dev/null
-  mkdir -p "$out/raw/$peer"
-  rm -f "$out/raw/$peer"/*.csv "$out/raw/$peer"/*.txt
-done
-rm -f "$out/left-out.txt"
+for peer in "${peer_list[@]}"; do peer_args "$peer" > /dev/null; done
 
-for ((repeat = 1; repeat <= repeats; repeat++)); do
-  for np in $rank_counts; do
-    # The peers take turns, the first one changing from repeat to repeat.
-    for ((turn = 0; turn < ${#peer_list[@]}; turn++)); do
-      peer=${peer_list[(repeat + turn) % ${#peer_list[@]}]}
-      # MPICH busy-polls in every wait, its barrier too: with more ranks
-      # than cores the spinning ranks starve the one each waits for, and
-      # both libraries' figures become MPICH's barrier (np 4 on 2 cores:
-      # 7-28 ms a call for both). It is no peer there.
-      if [[ $peer == mpich ]] && ((np > $(nproc))); then
-        ((repeat == 1)) && echo "compare.sh: np $np, peer mpich: left out (more ranks than the $(nproc) cores: MPICH busy-polls)" | tee -a "$out/left-out.txt" >&2
-        continue
-      fi
-      read -r -a mca <<< "$(peer_args "$peer")"
-      run=$out/raw/$peer/np$np-run$repeat
-      echo "compare.sh: run $repeat/$repeats, np $np, peer $peer" >&2
-      # Root may run mpirun only with --allow-run-as-root; by default
-      # shared memory only (btl self,vader), the transport libcoll uses on
-      # one node.
-      read -r -a launch <<< "$mpirun_args"
-      if [[ $peer == mpich ]]; then
-        launcher=(mpirun.mpich -np "$np")
-        program=$bench_mpich
-      else
-        launcher=(mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl "$btl" "${launch[@]}" "${mca[@]}")
-        program=$bench
-      fi
-      status=0
-      timeout --kill-after=10 "$run_limit" "${launcher[@]}" \
-        "$program" -m "$sizes" -T "$datatype" --sync-start --rotate-root --csv "$run.csv" "${extra[@]}" \
-        > "$run.txt" 2>&1 || status=$?
-      if ((status == 124 || status == 137)); then
-        echo "compare.sh: np $np, peer $peer: no result within $run_limit s (left out)" | tee -a "$out/left-out.txt" >&2
-        rm -f "$run.csv"
-      elif ((status != 0)); then
-        die "$(basename "$program") failed at np $np, peer $peer (output in $run.txt)"
-      fi
+# --summarize: the runs of an earlier comparison in OUTDIR/raw, summed up
+# again (after a change of the summary's rules), nothing run.
+if ((summarize_only == 0)); then
+  # The busy node: competitors started once, stopped however this script
+  # ends (bench/busy.sh); a quiet comparison refuses to run beside a
+  # competitor an earlier run left.
+  source "$here/busy.sh"
+  trap busy_stop EXIT
+  if ((busy > 0)); then
+    busy_start "$busy" || die "could not start the competing processes"
+    echo "compare.sh: $busy competing CPU-bound process(es) running" >&2
+  else
+    busy_check_quiet || die "stop it first (a quiet comparison)"
+  fi
+  for peer in "${peer_list[@]}"; do
+    peer_args "$peer" > /dev/null
+    mkdir -p "$out/raw/$peer"
+    rm -f "$out/raw/$peer"/*.csv "$out/raw/$peer"/*.txt
+  done
+  rm -f "$out/left-out.txt"
+
+  for ((repeat = 1; repeat <= repeats; repeat++)); do
+    for np in $rank_counts; do
+      # The peers take turns, the first one changing from repeat to repeat.
+      for ((turn = 0; turn < ${#peer_list[@]}; turn++)); do
+        peer=${peer_list[(repeat + turn) % ${#peer_list[@]}]}
+        # MPICH busy-polls in every wait, its barrier too: with more ranks
+        # than cores the spinning ranks starve the one each waits for, and
+        # both libraries' figures become MPICH's barrier (np 4 on 2 cores:
+        # 7-28 ms a call for both). It is no peer there.
+        if [[ $peer == mpich ]] && ((np > $(nproc))); then
+          ((repeat == 1)) && echo "compare.sh: np $np, peer mpich: left out (more ranks than the $(nproc) cores: MPICH busy-polls)" | tee -a "$out/left-out.txt" >&2
+          continue
+        fi
+        read -r -a mca <<< "$(peer_args "$peer")"
+        run=$out/raw/$peer/np$np-run$repeat
+        echo "compare.sh: run $repeat/$repeats, np $np, peer $peer" >&2
+        # Root may run mpirun only with --allow-run-as-root; by default
+        # shared memory only (btl self,vader), the transport libcoll uses on
+        # one node.
+        read -r -a launch <<< "$mpirun_args"
+        if [[ $peer == mpich ]]; then
+          launcher=(mpirun.mpich -np "$np")
+          program=$bench_mpich
+        else
+          launcher=(mpirun --allow-run-as-root --oversubscribe -np "$np" --mca btl "$btl" "${launch[@]}" "${mca[@]}")
+          program=$bench
+        fi
+        status=0
+        timeout --kill-after=10 "$run_limit" "${launcher[@]}" \
+          "$program" -m "$sizes" -T "$datatype" --sync-start --rotate-root --csv "$run.csv" "${extra[@]}" \
+          > "$run.txt" 2>&1 || status=$?
+        if ((status == 124 || status == 137)); then
+          echo "compare.sh: np $np, peer $peer: no result within $run_limit s (left out)" | tee -a "$out/left-out.txt" >&2
+          rm -f "$run.csv"
+        elif ((status != 0)); then
+          die "$(basename "$program") failed at np $np, peer $peer (output in $run.txt)"
+        fi
+      done
     done
   done
-done
+fi
 
 # A peer none of whose runs finished has no summary and no say in the table.
 finished=()

@@ -26,6 +26,16 @@ function summary_of(field, key, format,    n, k, values) {
 # $name, or "" when this file has no such column (CSV of an older build).
 function field_of(name) { return (name in column) ? $column[name] : "" }
 
+# The median synchronized-start ratio, where at least half of the n runs
+# gave one (both libraries' starts valid); else "". Beside a busy process
+# most runs have too many late starts, and the median of the one or two
+# left is the state of those runs, not the size's: in a busy np 2
+# comparison of seven runs (session 14) the one valid run of allreduce
+# 32 KiB gave 147 (libcoll 3.1 ms in that run, 5-19 us in the six others).
+function sync_summary(key, n) {
+  return 2 * samples["sync_ratio", key] >= n ? summary_of("sync_ratio", key, "%.3f") : ""
+}
+
 BEGIN { FS = ","; OFS = "," }
 
 FNR == 1 {
@@ -97,6 +107,6 @@ END {
           summary_of("libcoll_fraction", key, "%.4f"),
           summary_of("mpi_fraction", key, "%.4f"),
           summary_of("libcoll_sync", key, "%.3f"), summary_of("mpi_sync", key, "%.3f"),
-          summary_of("sync_ratio", key, "%.3f")
+          sync_summary(key, n)
   }
 }
