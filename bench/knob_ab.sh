@@ -28,8 +28,9 @@ for r in $(seq "${REPS:-3}"); do
     xs=()
     for e in ${v#*=}; do [ "$e" = none ] || xs+=(-x "$e"); done
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np "${NP:-4}" --mca btl self,vader \
-      "${xs[@]}" "$build/bench/coll_bench_mpi" -m "${SIZES:-262144:4194304}" -i "${ITERS:-200}" --rotate-root \
-      -b "${COLLS:-allreduce,bcast}" --csv "$out/$name-$r.csv" > /dev/null 2>&1 ||
+      "${xs[@]}" "$build/bench/coll_bench_mpi" -m "${SIZES:-262144:4194304}" \
+      -i "${ITERS:-200}" --rotate-root -b "${COLLS:-allreduce,bcast}" --csv "$out/$name-$r.csv" \
+      > /dev/null 2>&1 ||
       echo "run $name $r failed"
   done
 done
