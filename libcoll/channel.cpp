@@ -57,8 +57,12 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
   if (layout_.num_slots < 1 || layout_.num_slots > WindowLayout::kMaxSlots)
     fail(COLL_ERR_INTERNAL, "channel: %d slots per peer (1..%d)", layout_.num_slots,
          WindowLayout::kMaxSlots);
-  if (layout_.slot_bytes >= kDirectBit)
-    fail(COLL_ERR_INTERNAL, "channel: slot of %zu bytes", layout_.slot_bytes);
+  // A slot-sized chunk may go as a zero-copy message (ring bcast and
+  // allreduce), so a slot is at most the longest one (COLL_SLOT_SIZE is
+  // capped there too).
+  if (layout_.slot_bytes > kMaxDirectMessage)
+    fail(COLL_ERR_INTERNAL, "channel: slot of %zu bytes (at most %zu)", layout_.slot_bytes,
+         kMaxDirectMessage);
   if (peers_.size() != group_.size() || rank_ < 0 || rank_ >= size_)
     fail(COLL_ERR_INTERNAL, "channel: %zu windows for %d ranks (rank %d)", peers_.size(), size_,
          rank_);
