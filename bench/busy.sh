@@ -27,7 +27,7 @@ busy_start() {
   setsid sh -c 'echo $$ > "$1"; shift
     if command -v stress-ng > /dev/null; then exec stress-ng --cpu "$1" --quiet; fi
     i=0; while [ "$i" -lt "$1" ]; do (while :; do :; done) & i=$((i + 1)); done; wait' \
-    sh "$idfile" "$n" > /dev/null 2>&1 < /dev/null &
+    coll-busy-loop "$idfile" "$n" > /dev/null 2>&1 < /dev/null &
   local i
   for ((i = 0; i < 50; i++)); do
     busy_pgid=$(cat "$idfile")
@@ -50,9 +50,11 @@ busy_stop() {
   busy_pgid=""
 }
 
+# stress-ng by its name, the shell loops by their arguments (sh -c ...
+# coll-busy-loop IDFILE N).
 busy_check_quiet() {
   local left
-  left=$(pgrep -a 'stress-ng' | grep -v defunct || true)
+  left=$( (pgrep -a 'stress-ng'; pgrep -af 'coll-busy-loop /tmp/coll-busy[.]') | grep -v defunct || true)
   if [[ -n $left ]]; then
     echo "a competing process of an earlier run is still running (a quiet run would be busy):" >&2
     echo "$left" >&2

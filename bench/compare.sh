@@ -122,7 +122,6 @@ if ((summarize_only == 0)); then
     busy_check_quiet || die "stop it first (a quiet comparison)"
   fi
   for peer in "${peer_list[@]}"; do
-    peer_args "$peer" > /dev/null
     mkdir -p "$out/raw/$peer"
     rm -f "$out/raw/$peer"/*.csv "$out/raw/$peer"/*.txt
   done
