@@ -192,12 +192,13 @@ const Algorithm& choose_algorithm(Coll c, int nranks, size_t bytes);
 // the least any bcast can move (one write of the message), while the
 // table's choices (scatter_allgather from 512 KiB at 2-4 ranks) were
 // measured on shm without zero-copy and copy every byte through the
-// windows: over tcp they lost to Open MPI's tcp BTL by 1.1-1.3x at np 2
-// and 4, where the ring tied or won. Not on shm, whose zero-copy (CMA)
-// costs what the machine makes it cost (shm_transport.cpp: on an Intel VM
-// the ring with CMA lost 1.45x to scatter_allgather at 4 MiB). Allreduce
-// keeps the table's: its zero-copy ring only tied the table's choices over
-// tcp (np 2 and 4, 512 KiB-4 MiB).
+// windows: over tcp they lost to Open MPI's tcp BTL where the ring tied
+// or won (docs/architecture.md, "Window layout", has the figures: quiet,
+// beside a busy process and as an unprivileged user). Not on shm, whose
+// zero-copy (CMA) costs what the machine makes it cost (shm_transport.cpp:
+// on an Intel VM the ring with CMA lost 1.45x to scatter_allgather at
+// 4 MiB). Allreduce keeps the table's: its zero-copy ring only tied the
+// table's choices over tcp (np 2 and 4, 512 KiB-4 MiB).
 const Algorithm& zero_copy_choice(const Algorithm& chosen, Coll c);
 // Builds the selection table now (reads COLL_TUNING_FILE when it is set), so
 // that a bad file fails coll_init rather than the first collective.
