@@ -44,7 +44,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       zcopy_threshold_(zcopy_threshold),
       pinnable_bytes_(transport.needs_local_registration() ? cache.max_pinned_bytes() / 4
                                                            : std::numeric_limits<size_t>::max()),
-      direct_like_window_(transport.direct_writes_like_window()),
+      direct_like_window_(transport.direct_writes_like_window_among(group_)),
       owner_(owner),
       rank_(rank),
       size_(int(group_.size())),

@@ -172,9 +172,11 @@ class Channel {
   // other communicators' fit together. Unbounded where nothing is pinned.
   size_t pinnable_bytes() const { return pinnable_bytes_; }
   // Whether a call moving `bytes` goes zero-copy where that spares copies
-  // outright (Transport::direct_writes_like_window: tcp, RDMA): there an
-  // algorithm that writes straight into the receivers' buffers moves less
-  // than one that copies through the windows. Alike on every rank.
+  // outright (Transport::direct_writes_like_window_among this channel's
+  // ranks: tcp, RDMA, and the hybrids where the ranks are on distinct
+  // hosts): there an algorithm that writes straight into the receivers'
+  // buffers moves less than one that copies through the windows. Alike on
+  // every rank.
   bool zero_copy_spares_copies(size_t bytes) const {
     return direct_like_window_ && zero_copy(bytes);
   }
@@ -353,7 +355,7 @@ class Channel {
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
   size_t pinnable_bytes_;
-  bool direct_like_window_;  // transport_.direct_writes_like_window(), asked once
+  bool direct_like_window_;  // direct_writes_like_window_among(group_), asked once
   // RDMA sources that are not pinned (larger than pinnable_bytes()) are
   // copied here, registered, and written from here: slot-sized writes,
   // reused after every signaled write so far has completed.

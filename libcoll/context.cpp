@@ -109,6 +109,9 @@ class LockedTransport final : public Transport {
   size_t default_zcopy_threshold() const override { return t_->default_zcopy_threshold(); }
   bool zero_copy_refused() const override { return t_->zero_copy_refused(); }
   bool direct_writes_like_window() const override { return t_->direct_writes_like_window(); }
+  bool direct_writes_like_window_among(const std::vector<int>& ranks) const override {
+    return t_->direct_writes_like_window_among(ranks);
+  }
   void check_peer(int peer) override {
     std::lock_guard<std::mutex> l(m_);
     t_->check_peer(peer);

@@ -8,6 +8,8 @@
 // order), so a flag still lands after its data.
 #include "transport/hybrid_transport.hpp"
 
+#include <algorithm>
+#include <map>
 #include <utility>
 
 #include "bootstrap/bootstrap.hpp"
@@ -25,6 +27,7 @@ class HybridTransport final : public Transport {
       : rank_(boot.rank()), size_(boot.size()) {
     HostSplit split = split_by_host(rank_, size_, hosts, "shm+tcp");
     same_host_ = std::move(split.same_host);
+    host_index_ = std::move(split.host_index);
     // Both halves run their bootstrap exchanges on every rank, in this
     // order, whatever this rank's mix of peers.
     shm_ = make_shm_transport_part(boot, opts, same_host_);
@@ -53,6 +56,11 @@ class HybridTransport final : public Transport {
     return shm_.cma_works ? Transport::default_zcopy_threshold() : 0;
   }
   bool zero_copy_refused() const override { return !shm_.cma_works; }
+  // Within a host a zero-copy write is CMA (the machine's cost); among
+  // ranks on distinct hosts every write is tcp's, direct or not.
+  bool direct_writes_like_window_among(const std::vector<int>& ranks) const override {
+    return tcp_->direct_writes_like_window() && on_distinct_hosts(ranks, host_index_);
+  }
 
   MemoryRegion* reg_write(void* addr, size_t length) override {
     return shm_.transport->reg_write(addr, length);
@@ -128,6 +136,7 @@ class HybridTransport final : public Transport {
   int rank_;
   int size_;
   std::vector<bool> same_host_;
+  std::vector<int> host_index_;  // HostSplit::host_index
   ShmPart shm_;
   std::unique_ptr<Transport> tcp_;  // declared after shm_: goes first
 };
@@ -141,11 +150,26 @@ HostSplit split_by_host(int rank, int size, const std::vector<std::string>& host
   HostSplit split;
   split.same_host.resize(size_t(size));
   split.remote.resize(size_t(size));
+  split.host_index.resize(size_t(size));
+  std::map<std::string, int> index;
   for (int r = 0; r < size; ++r) {
     split.same_host[size_t(r)] = hosts[size_t(r)] == hosts[size_t(rank)];
     split.remote[size_t(r)] = !split.same_host[size_t(r)];
+    split.host_index[size_t(r)] =
+        index.try_emplace(hosts[size_t(r)], int(index.size())).first->second;
   }
   return split;
+}
+
+bool on_distinct_hosts(const std::vector<int>& ranks, const std::vector<int>& host_index) {
+  std::vector<int> seen;
+  seen.reserve(ranks.size());
+  for (int r : ranks) {
+    if (r < 0 || size_t(r) >= host_index.size()) return false;
+    seen.push_back(host_index[size_t(r)]);
+  }
+  std::sort(seen.begin(), seen.end());
+  return std::adjacent_find(seen.begin(), seen.end()) == seen.end();
 }
 
 std::unique_ptr<Transport> make_hybrid_transport(Bootstrap& boot, const TransportOptions& opts,

@@ -68,6 +68,7 @@ class ShmRdmaTransport final : public Transport {
       : rank_(boot.rank()), size_(boot.size()) {
     HostSplit split = split_by_host(rank_, size_, hosts, "shm+rdma");
     same_host_ = std::move(split.same_host);
+    host_index_ = std::move(split.host_index);
     // Both halves run their bootstrap exchanges on every rank, in this
     // order, whatever this rank's mix of peers.
     shm_ = make_shm_transport_part(boot, opts, same_host_);
@@ -181,6 +182,11 @@ class ShmRdmaTransport final : public Transport {
     return shm_.cma_works ? rdma_->default_zcopy_threshold() : 0;
   }
   bool zero_copy_refused() const override { return !shm_.cma_works; }
+  // Within a host a zero-copy write is CMA (the machine's cost); among
+  // ranks on distinct hosts every write is an RDMA write, direct or not.
+  bool direct_writes_like_window_among(const std::vector<int>& ranks) const override {
+    return on_distinct_hosts(ranks, host_index_);
+  }
 
   void check_peer(int peer) override {
     // A failure of the rdma half (an error completion, a lost QP) fails
@@ -216,6 +222,7 @@ class ShmRdmaTransport final : public Transport {
   int rank_;
   int size_;
   std::vector<bool> same_host_;
+  std::vector<int> host_index_;  // HostSplit::host_index
   // Declared so that they go in this order: the pairs, then the rdma half
   // (its destructor deregisters what is still registered, then its QPs and
   // PD), then the shm half (the segment those MRs pinned).

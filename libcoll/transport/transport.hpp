@@ -263,9 +263,17 @@ class Transport {
   // socket, the NIC), so it costs no more a byte and spares the receiver
   // its copy out of the window: tcp, RDMA. False where it takes another
   // path whose cost depends on the machine (shm: CMA), and on the hybrids,
-  // whose pairs within a host are shm. Every rank of a job answers alike
+  // whose pairs within a host are shm (but see the next one). Every rank of a job answers alike
   // (they all run one transport), so choices made on it agree.
   virtual bool direct_writes_like_window() const { return false; }
+  // The same for the writes among `ranks` (transport ranks) only: a
+  // channel's. The hybrids answer true where no two of them share a host,
+  // so that every pair takes the network half (a job of one rank a host;
+  // the hierarchy's leaders). Every rank holds the same host list, so the
+  // ranks of a channel answer alike.
+  virtual bool direct_writes_like_window_among(const std::vector<int>& /*ranks*/) const {
+    return direct_writes_like_window();
+  }
 
   // Throws Error(COLL_ERR_PEER_LOST) when peer is known to be gone. Cheap
   // enough to call every few milliseconds from a wait loop.

@@ -121,7 +121,12 @@ int main(int argc, char** argv) {
       std::printf("tcp-check rank %d: WRONG transport %s, want %s\n", g_rank, transport, want);
       ++g_failures;
     }
-    g_expect_zero_copy_ring = std::strcmp(want, "tcp") == 0 && !std::getenv("COLL_BCAST_ALGO") &&
+    // tcp, and shm+tcp with every rank on a host of its own
+    // (COLL_CHECK_DISTINCT_HOSTS=1): every pair is tcp, so a zero-copy
+    // bcast runs the ring.
+    const bool all_tcp =
+        std::strcmp(want, "tcp") == 0 || std::getenv("COLL_CHECK_DISTINCT_HOSTS") != nullptr;
+    g_expect_zero_copy_ring = all_tcp && !std::getenv("COLL_BCAST_ALGO") &&
                               !std::getenv("COLL_ZCOPY_THRESHOLD") && g_size > 1;
   }
   // Empty, one, odd, across the 128 KiB slot, and large enough to go
