@@ -263,8 +263,9 @@ class Transport {
   // socket, the NIC), so it costs no more a byte and spares the receiver
   // its copy out of the window: tcp, RDMA. False where it takes another
   // path whose cost depends on the machine (shm: CMA), and on the hybrids,
-  // whose pairs within a host are shm (but see the next one). Every rank of a job answers alike
-  // (they all run one transport), so choices made on it agree.
+  // whose pairs within a host are shm (but see the next one). Every rank of
+  // a job answers alike (they all run one transport), so choices made on
+  // it agree.
   virtual bool direct_writes_like_window() const { return false; }
   // The same for the writes among `ranks` (transport ranks) only: a
   // channel's. The hybrids answer true where no two of them share a host,
