@@ -4,10 +4,11 @@
 # bridge, tcp between hosts, shared memory within): bench/compare.sh run
 # inside the first host with every contender spread over HOSTS hosts of
 # PER_HOST ranks, libcoll hierarchical (its default across hosts) and flat
-# (COLL_HIERARCHY=0) in alternate runs, each against Open MPI tuned and
+# (COLL_HIERARCHY=0) in alternate runs (flat only with one rank a host,
+# where the hierarchy has nothing to do), each against Open MPI tuned and
 # coll/han with --mca btl tcp,self,vader. Prints, per collective and size,
-# the median latencies and libcoll / best peer for both forms (OSU's
-# average; in brackets the synchronized-start maximum). Root only.
+# the median latencies and libcoll / best peer for both forms, on OSU's
+# average and on the synchronized-start maximum. Root only.
 #
 #   bench/netns-compare.sh [--build DIR] [--hosts N] [--per-host K] [--repeats R]
 #                          [--sizes MIN:MAX] [--out DIR] [--env "VAR=VALUE ..."]
@@ -40,7 +41,7 @@ sizes=4:4194304
 out=bench-results/netns
 lib_env=""
 extra=()
-usage() { sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "netns-compare.sh: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case $1 in
