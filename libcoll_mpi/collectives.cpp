@@ -6,18 +6,38 @@
 // what is the same on every rank of the communicator: the shim's state and
 // configuration, the collective's kind and the operator, the type signature
 // of the data (types.cpp: element type, byte count), the communicator's
-// state (comms.cpp), the root. Adding a collective (MPI_Reduce, ...) is an
-// Fn enumerator (shim.hpp), a row in kFns with its libcoll start function, a
-// five-line entry point below, and its Fortran entry point (fortran.cpp).
+// state (comms.cpp), the root. Adding a collective is an Fn enumerator
+// (shim.hpp), a row in kFns with its libcoll start function, its shape's
+// case in plan_call(), a short entry point below, and its Fortran entry
+// point (fortran.cpp).
+//
+// Arguments that MPI lets differ between ranks (a gather's send count and
+// datatype, the root's receive arguments, the v-forms' arrays other than
+// reduce_scatter's) cannot decide between libcoll and MPI: a rank whose own
+// such argument is invalid (a negative count, MPI_DATATYPE_NULL, a send
+// size that is not its receive size) fails its call with the MPI error class
+// through the communicator's error handler, as libcoll's own calls fail a
+// rank that sees a bad argument. The others are served as usual, and time
+// out or see the mismatch in libcoll.
+//
+// Data moved unchanged goes to libcoll as bytes (COLL_UINT8): counts and
+// displacements are count x MPI_Type_size of the datatype, which is what
+// MPI's rule of matching type signatures keeps equal between sender and
+// receiver. A buffer whose datatype is not contiguous is packed into a
+// staging copy (each block of a v-form at its packed offset) and the result
+// unpacked from it.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "coll_mpi.h"
 #include "shim.hpp"
 
 namespace shim {
 namespace {
+
+const size_t* data_or_null(const std::vector<size_t>& v) { return v.empty() ? nullptr : v.data(); }
 
 int start_allreduce(const Plan& p, coll_request_t* r) {
   return coll_iallreduce(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
@@ -26,48 +46,508 @@ int start_bcast(const Plan& p, coll_request_t* r) {
   return coll_ibcast(p.recv, p.count, p.type, p.root, p.lc, r);
 }
 int start_barrier(const Plan& p, coll_request_t* r) { return coll_ibarrier(p.lc, r); }
+int start_reduce(const Plan& p, coll_request_t* r) {
+  return coll_ireduce(p.send, p.recv, p.count, p.type, p.op, p.root, p.lc, r);
+}
+int start_scan(const Plan& p, coll_request_t* r) {
+  return coll_iscan(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
+}
+int start_exscan(const Plan& p, coll_request_t* r) {
+  return coll_iexscan(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
+}
+int start_reduce_scatter_block(const Plan& p, coll_request_t* r) {
+  return coll_ireduce_scatter_block(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
+}
+int start_reduce_scatter(const Plan& p, coll_request_t* r) {
+  return coll_ireduce_scatter(p.send, p.recv, p.rcounts.data(), p.type, p.op, p.lc, r);
+}
+int start_allgather(const Plan& p, coll_request_t* r) {
+  return coll_iallgather(p.send, p.recv, p.count, p.type, p.lc, r);
+}
+int start_allgatherv(const Plan& p, coll_request_t* r) {
+  return coll_iallgatherv(p.send, p.count, p.recv, p.rcounts.data(), p.rdispls.data(), p.type,
+                          p.lc, r);
+}
+int start_gather(const Plan& p, coll_request_t* r) {
+  return coll_igather(p.send, p.recv, p.count, p.type, p.root, p.lc, r);
+}
+int start_gatherv(const Plan& p, coll_request_t* r) {
+  return coll_igatherv(p.send, p.count, p.recv, data_or_null(p.rcounts), data_or_null(p.rdispls),
+                       p.type, p.root, p.lc, r);
+}
+int start_scatter(const Plan& p, coll_request_t* r) {
+  return coll_iscatter(p.send, p.recv, p.count, p.type, p.root, p.lc, r);
+}
+int start_scatterv(const Plan& p, coll_request_t* r) {
+  return coll_iscatterv(p.send, data_or_null(p.scounts), data_or_null(p.sdispls), p.recv, p.count,
+                        p.type, p.root, p.lc, r);
+}
+int start_alltoall(const Plan& p, coll_request_t* r) {
+  return coll_ialltoall(p.send, p.recv, p.count, p.type, p.lc, r);
+}
+int start_alltoallv(const Plan& p, coll_request_t* r) {
+  // In place the send arrays are ignored: the receive ones stand in.
+  const bool in_place = p.scounts.empty();
+  return coll_ialltoallv(p.send, in_place ? p.rcounts.data() : p.scounts.data(),
+                         in_place ? p.rdispls.data() : p.sdispls.data(), p.recv, p.rcounts.data(),
+                         p.rdispls.data(), p.type, p.lc, r);
+}
+int start_none(const Plan&, coll_request_t*) { return COLL_ERR_INTERNAL; }  // never served
+
+// The argument structures (one per pair of blocking and I-form).
+enum class Shape {
+  kAllreduce, kBcast, kBarrier, kReduce, kScan, kExscan, kReduceScatterBlock, kReduceScatter,
+  kAllgather, kAllgatherv, kGather, kGatherv, kScatter, kScatterv, kAlltoall, kAlltoallv,
+  kAlltoallw,
+};
 
 struct Row {
   FnInfo info;
-  bool rooted;          // root is an argument (checked against the size)
-  bool result_at_root;  // the result buffer exists only at the root (MPI_Reduce)
+  Shape shape;
+  bool rooted;  // root is an argument (checked against the size)
 };
 
-// In the order of Fn. MPI_Reduce, when libcoll has it, is
-//   {{"MPI_Reduce", "reduce", Kind::kReduction, false, start_reduce}, true, true},
-// collectives with per-rank counts (gather, alltoall, ...) need a Kind of
-// their own in decide().
+#define COLL_MPI_ROWS(Name, IName, knob, kind, start, shape, rooted)     \
+  {{"MPI_" #Name, knob, Kind::kind, false, start}, Shape::shape, rooted}, \
+  {{"MPI_" #IName, knob, Kind::kind, true, start}, Shape::shape, rooted}
+
+// In the order of Fn.
 const Row kFns[kFnCount] = {
-    {{"MPI_Allreduce", "allreduce", Kind::kReduction, false, start_allreduce}, false, false},
-    {{"MPI_Iallreduce", "allreduce", Kind::kReduction, true, start_allreduce}, false, false},
-    {{"MPI_Bcast", "bcast", Kind::kBytes, false, start_bcast}, true, false},
-    {{"MPI_Ibcast", "bcast", Kind::kBytes, true, start_bcast}, true, false},
-    {{"MPI_Barrier", "barrier", Kind::kNone, false, start_barrier}, false, false},
-    {{"MPI_Ibarrier", "barrier", Kind::kNone, true, start_barrier}, false, false},
+    COLL_MPI_ROWS(Allreduce, Iallreduce, "allreduce", kReduction, start_allreduce, kAllreduce, false),
+    COLL_MPI_ROWS(Bcast, Ibcast, "bcast", kBytes, start_bcast, kBcast, true),
+    COLL_MPI_ROWS(Barrier, Ibarrier, "barrier", kNone, start_barrier, kBarrier, false),
+    COLL_MPI_ROWS(Reduce, Ireduce, "reduce", kReduction, start_reduce, kReduce, true),
+    COLL_MPI_ROWS(Allgather, Iallgather, "allgather", kMove, start_allgather, kAllgather, false),
+    COLL_MPI_ROWS(Allgatherv, Iallgatherv, "allgatherv", kMove, start_allgatherv, kAllgatherv, false),
+    COLL_MPI_ROWS(Reduce_scatter_block, Ireduce_scatter_block, "reduce_scatter_block", kReduction,
+                  start_reduce_scatter_block, kReduceScatterBlock, false),
+    COLL_MPI_ROWS(Reduce_scatter, Ireduce_scatter, "reduce_scatter", kReduction,
+                  start_reduce_scatter, kReduceScatter, false),
+    COLL_MPI_ROWS(Gather, Igather, "gather", kMove, start_gather, kGather, true),
+    COLL_MPI_ROWS(Gatherv, Igatherv, "gatherv", kMove, start_gatherv, kGatherv, true),
+    COLL_MPI_ROWS(Scatter, Iscatter, "scatter", kMove, start_scatter, kScatter, true),
+    COLL_MPI_ROWS(Scatterv, Iscatterv, "scatterv", kMove, start_scatterv, kScatterv, true),
+    COLL_MPI_ROWS(Alltoall, Ialltoall, "alltoall", kMove, start_alltoall, kAlltoall, false),
+    COLL_MPI_ROWS(Alltoallv, Ialltoallv, "alltoallv", kMove, start_alltoallv, kAlltoallv, false),
+    COLL_MPI_ROWS(Scan, Iscan, "scan", kReduction, start_scan, kScan, false),
+    COLL_MPI_ROWS(Exscan, Iexscan, "exscan", kReduction, start_exscan, kExscan, false),
+    COLL_MPI_ROWS(Alltoallw, Ialltoallw, "alltoallw", kMove, start_none, kAlltoallw, false),
 };
+#undef COLL_MPI_ROWS
 
 char* at(const void* buf, MPI_Count offset) {
   return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(buf) + uintptr_t(offset));
 }
 
-// Prepares the plan's buffers for count elements of datatype (info) whose
-// input is at in (nullptr: none on this rank) and whose result goes to out
-// (nullptr: none). dense: in place; otherwise a packed copy.
-int stage(Plan& p, const TypeInfo& t, int count, MPI_Datatype datatype, const void* in,
-          void* out, size_t bytes) {
-  p.stage.tmp = static_cast<char*>(std::malloc(bytes ? bytes : 1));
-  if (!p.stage.tmp) return MPI_ERR_NO_MEM;
-  p.stage.count = count;
-  p.stage.datatype = datatype;
-  p.stage.size = t.size;
-  p.stage.extent = t.extent;
-  p.stage.user = out;
-  return in ? pack(in, count, datatype, t.size, t.extent, p.stage.tmp) : MPI_SUCCESS;
+// An argument this rank rejects (its MPI error class and why).
+struct Rejection {
+  int cls = MPI_SUCCESS;
+  std::string why;
+  bool set(int c, std::string w) {
+    cls = c;
+    why = std::move(w);
+    return false;
+  }
+};
+
+// The planning of one call on this rank. Each buffer argument becomes a
+// pointer libcoll can read or write contiguously: the user's memory itself
+// where the datatype is contiguous, else a staging copy.
+class Planner {
+ public:
+  Planner(Plan& p, Rejection& r, int* prep) : p_(p), r_(r), prep_(prep) {}
+
+  // count elements of datatype t at buf (n blocks of a non-v form lie one
+  // after another: one buffer). input: its contents are read (packed into a
+  // copy if staged); output: the result is unpacked back. Sets *out.
+  bool single(const TypeInfo& t, MPI_Datatype type, const void* buf, MPI_Count count, bool input,
+              bool output, const void** out) {
+    size_t bytes = 0;
+    if (!bytes_of(t, count, &bytes)) return false;
+    if (bytes == 0 || t.dense(count)) {
+      *out = bytes == 0 ? buf : at(buf, t.true_lb);
+      return true;
+    }
+    char* tmp = alloc(bytes, output);
+    if (!tmp) return false;
+    if (input) keep(pack(buf, count, type, t.size, t.extent, tmp));
+    if (output) add_block(type, t, 0, const_cast<void*>(buf), count);
+    *out = tmp;
+    return true;
+  }
+
+  // A v-form's buffer: block i holds counts[i] elements of t from element
+  // displs[i] of buf. Fills libcoll's arrays (bytes) and sets *out.
+  bool vector(const TypeInfo& t, MPI_Datatype type, const void* buf, int n, const int* counts,
+              const int* displs, bool input, bool output, std::vector<size_t>& bcounts,
+              std::vector<size_t>& bdispls, const void** out, const char* what) {
+    if (!counts || !displs)
+      return r_.set(MPI_ERR_ARG, std::string(what) + ": a null count or displacement array");
+    bcounts.resize(size_t(n));
+    bdispls.resize(size_t(n));
+    const size_t size = size_t(t.size);
+    // Contiguous: every block where its displacement says, in the user's memory.
+    bool dense = t.size == 0 || (t.size == t.true_extent && t.extent == t.size);
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) {
+      if (counts[i] < 0)
+        return r_.set(MPI_ERR_COUNT, std::string(what) + ": count " + std::to_string(counts[i]) +
+                                         " for rank " + std::to_string(i));
+      if (__builtin_mul_overflow(size_t(counts[i]), size, &bcounts[size_t(i)]) ||
+          __builtin_add_overflow(total, bcounts[size_t(i)], &total))
+        return r_.set(MPI_ERR_COUNT, std::string(what) + ": the counts overflow");
+      if (displs[i] < 0) dense = false;
+    }
+    for (int i = 0; dense && i < n; ++i)
+      dense = !__builtin_mul_overflow(size_t(displs[i]), size, &bdispls[size_t(i)]);
+    if (dense) {
+      *out = total == 0 ? buf : at(buf, t.true_lb);
+      return true;
+    }
+    char* tmp = alloc(total, output);
+    if (!tmp) return false;
+    size_t offset = 0;
+    for (int i = 0; i < n; ++i) {
+      bdispls[size_t(i)] = offset;
+      void* block = at(buf, MPI_Count(displs[i]) * t.extent);
+      if (input && counts[i] > 0)
+        keep(pack(block, counts[i], type, t.size, t.extent, tmp + offset));
+      if (output && counts[i] > 0) add_block(type, t, offset, block, counts[i]);
+      offset += bcounts[size_t(i)];
+    }
+    *out = tmp;
+    return true;
+  }
+
+  // A reduction's staging copy: total elements of the input at in, packed;
+  // libcoll reduces them in place there, and this rank's result (its first
+  // result_count elements) is unpacked to result (nullptr: none).
+  bool reduction_copy(const TypeInfo& t, MPI_Datatype type, const void* in, MPI_Count total,
+                      void* result, MPI_Count result_count, void** out) {
+    size_t bytes = 0;
+    if (!bytes_of(t, total, &bytes)) return false;
+    char* tmp = alloc(bytes, true);
+    if (!tmp) return false;
+    keep(pack(in, total, type, t.size, t.extent, tmp));
+    if (result && result_count > 0) add_block(type, t, 0, result, result_count);
+    *out = tmp;
+    return true;
+  }
+
+  // The datatype of an argument this rank uses.
+  const TypeInfo* type(MPI_Datatype d, const char* what) {
+    const TypeInfo* t = type_info(d);
+    if (!t || t->size < 0) r_.set(MPI_ERR_TYPE, std::string(what) + ": not a valid datatype");
+    return t;
+  }
+  bool count(int c, const char* what) {
+    if (c >= 0) return true;
+    return r_.set(MPI_ERR_COUNT, std::string(what) + " " + std::to_string(c) + " is negative");
+  }
+  // Bytes of count elements of t, without overflow.
+  bool bytes_of(const TypeInfo& t, MPI_Count count, size_t* bytes) {
+    if (count < 0 || __builtin_mul_overflow(size_t(count), size_t(t.size), bytes))
+      return r_.set(MPI_ERR_COUNT, "count " + std::to_string(count) + " overflows");
+    return true;
+  }
+  // A send of send bytes where the receive side expects recv bytes.
+  bool same_size(size_t send, size_t recv) {
+    if (send == recv) return true;
+    return r_.set(send > recv ? MPI_ERR_TRUNCATE : MPI_ERR_COUNT,
+                  "this rank sends " + std::to_string(send) + " bytes a block where it receives " +
+                      std::to_string(recv) + " (the type signatures differ)");
+  }
+
+ private:
+  // The staging copy: the result's (one per call) or an input's.
+  char* alloc(size_t bytes, bool output) {
+    char* tmp = static_cast<char*>(std::malloc(bytes ? bytes : 1));
+    if (!tmp) {
+      r_.set(MPI_ERR_NO_MEM, "no memory for a staging copy of " + std::to_string(bytes) + " bytes");
+      return nullptr;
+    }
+    if (output) {
+      p_.stage.tmp = tmp;
+    } else {
+      std::free(p_.stage.in_tmp);  // at most one input-only copy a call
+      p_.stage.in_tmp = tmp;
+    }
+    return tmp;
+  }
+  void add_block(MPI_Datatype type, const TypeInfo& t, size_t offset, void* user, MPI_Count n) {
+    p_.stage.datatype = type;
+    p_.stage.size = t.size;
+    p_.stage.extent = t.extent;
+    p_.stage.blocks.push_back({offset, user, n});
+  }
+  void keep(int rc) {
+    if (rc != MPI_SUCCESS && *prep_ == MPI_SUCCESS) *prep_ = rc;
+  }
+
+  Plan& p_;
+  Rejection& r_;
+  int* prep_;
+};
+
+// The consistent part of a reduction's decision: the operator and the
+// element type (the same on every rank by MPI's rules).
+bool reduction_type(const Call& c, const TypeInfo** t, coll_op_t* op, Reason* why) {
+  if (!map_op(c.op, op, why)) return false;
+  *t = type_info(c.datatype);
+  if (!*t) {
+    *why = Reason::kArgs;
+    return false;
+  }
+  const TypeInfo& ti = **t;
+  if (ti.elements == TypeInfo::kMixed ||
+      (ti.elements == TypeInfo::kOne && ti.category == Category::kOther)) {
+    *why = Reason::kDatatype;
+    return false;
+  }
+  if (ti.elements == TypeInfo::kOne && !op_allowed(ti.category, *op)) {
+    *why = Reason::kOpDatatype;
+    return false;
+  }
+  return true;
 }
 
-// Whether libcoll serves c; if so the plan. *prep: an MPI error of the
-// preparation on this rank (reported after the call, which every rank makes).
-bool decide(const Call& c, const Row& row, Plan& p, Reason* why, int* prep) {
+// libcoll elements of count datatype elements (reductions).
+bool elements(const TypeInfo& t, MPI_Count count, size_t* out) {
+  if (count < 0) return false;
+  if (t.elements != TypeInfo::kOne) {
+    *out = 0;
+    return true;
+  }
+  return !__builtin_mul_overflow(size_t(count), t.per, out);
+}
+
+// A reduction on this rank. total: datatype elements of the input;
+// result_count: those of this rank's result, at the start of the result
+// buffer (nothing when result is nullptr). The input is sendbuf, or the
+// result buffer in place. in_place_ok: libcoll takes COLL_IN_PLACE at this
+// rank (not at a reduce's non-root).
+bool plan_reduction(const Call& c, const TypeInfo& t, Planner& pl, Plan& p, MPI_Count total,
+                    void* result, MPI_Count result_count, bool in_place_ok) {
+  const bool in_place = c.sendbuf == MPI_IN_PLACE;
+  size_t bytes = 0;
+  if (!pl.bytes_of(t, total, &bytes)) return false;
+  if (bytes == 0) {
+    p.send = in_place ? COLL_IN_PLACE : c.sendbuf;
+    p.recv = result;
+  } else if (t.dense(total)) {
+    p.send = in_place ? COLL_IN_PLACE : at(c.sendbuf, t.true_lb);
+    p.recv = result ? at(result, t.true_lb) : nullptr;
+  } else {
+    void* tmp = nullptr;
+    if (!pl.reduction_copy(t, c.datatype, in_place ? c.recvbuf : c.sendbuf, total, result,
+                           result_count, &tmp))
+      return false;
+    p.send = in_place_ok ? COLL_IN_PLACE : tmp;
+    p.recv = in_place_ok ? tmp : nullptr;
+  }
+  return true;
+}
+
+// The per-rank part of a served call: libcoll's arguments in p, or false
+// with the rejection of an argument of this rank.
+bool plan_call(const Call& c, const Row& row, const ShimComm& sc, const TypeInfo* rt, Plan& p,
+               Rejection& rej, int* prep) {
+  Planner pl(p, rej, prep);
+  const int n = sc.size, me = sc.rank;
+  const bool root = me == c.root;
+  const bool in_place = c.sendbuf == MPI_IN_PLACE;
+  switch (row.shape) {
+    case Shape::kBarrier:
+    case Shape::kAlltoallw:
+      return true;
+    case Shape::kAllreduce:
+    case Shape::kScan:
+      return plan_reduction(c, *rt, pl, p, c.count, c.recvbuf, c.count, true);
+    case Shape::kExscan:
+      // Rank 0's result is undefined (libcoll leaves it): nothing unpacked there.
+      return plan_reduction(c, *rt, pl, p, c.count, c.recvbuf, me == 0 ? 0 : c.count, true);
+    case Shape::kReduce:
+      if (in_place && !root)
+        return rej.set(MPI_ERR_BUFFER, "MPI_IN_PLACE as sendbuf off the root");
+      return plan_reduction(c, *rt, pl, p, c.count, root ? c.recvbuf : nullptr, c.count, root);
+    case Shape::kReduceScatterBlock: {
+      MPI_Count total = 0;
+      if (__builtin_mul_overflow(MPI_Count(c.count), MPI_Count(n), &total))
+        return rej.set(MPI_ERR_COUNT, "recvcount x size overflows");
+      return plan_reduction(c, *rt, pl, p, total, c.recvbuf, c.count, true);
+    }
+    case Shape::kReduceScatter: {
+      // recvcounts is the same on every rank (decide() checked it).
+      MPI_Count total = 0;
+      p.rcounts.resize(size_t(n));
+      for (int i = 0; i < n; ++i) {
+        total += c.recvcounts[i];
+        elements(*rt, c.recvcounts[i], &p.rcounts[size_t(i)]);
+      }
+      return plan_reduction(c, *rt, pl, p, total, c.recvbuf, c.recvcounts[me], true);
+    }
+    case Shape::kBcast: {
+      size_t bytes = 0;
+      if (!pl.bytes_of(*rt, c.count, &bytes)) return false;
+      p.count = bytes;
+      const void* buf = nullptr;
+      // The root's data is read, the others' written.
+      if (!pl.single(*rt, c.datatype, c.recvbuf, c.count, root, !root, &buf)) return false;
+      p.recv = const_cast<void*>(buf);
+      return true;
+    }
+    case Shape::kAllgather:
+    case Shape::kAlltoall: {
+      // Every rank sends and receives: n blocks of count elements each side.
+      const bool all = row.shape == Shape::kAlltoall;
+      if (!pl.count(c.count, "recvcount")) return false;
+      const TypeInfo* r = pl.type(c.datatype, "recvtype");
+      if (!r) return false;
+      size_t block = 0;
+      if (!pl.bytes_of(*r, c.count, &block)) return false;
+      p.count = block;
+      const void* recv = nullptr;
+      // In place the receive buffer holds the input too (allgather: this
+      // rank's block; alltoall: everything).
+      if (!pl.single(*r, c.datatype, c.recvbuf, MPI_Count(c.count) * n, in_place, true, &recv))
+        return false;
+      p.recv = const_cast<void*>(recv);
+      if (in_place) {
+        p.send = COLL_IN_PLACE;
+        return true;
+      }
+      if (!pl.count(c.sendcount, "sendcount")) return false;
+      const TypeInfo* s = pl.type(c.sendtype, "sendtype");
+      if (!s) return false;
+      size_t sblock = 0;
+      if (!pl.bytes_of(*s, c.sendcount, &sblock) || !pl.same_size(sblock, block)) return false;
+      return pl.single(*s, c.sendtype, c.sendbuf, MPI_Count(c.sendcount) * (all ? n : 1), true,
+                       false, &p.send);
+    }
+    case Shape::kAllgatherv: {
+      const TypeInfo* r = pl.type(c.datatype, "recvtype");
+      if (!r) return false;
+      const void* recv = nullptr;
+      if (!pl.vector(*r, c.datatype, c.recvbuf, n, c.recvcounts, c.rdispls, in_place, true,
+                     p.rcounts, p.rdispls, &recv, "recvcounts"))
+        return false;
+      p.recv = const_cast<void*>(recv);
+      p.count = p.rcounts[size_t(me)];
+      if (in_place) {
+        p.send = COLL_IN_PLACE;
+        return true;
+      }
+      if (!pl.count(c.sendcount, "sendcount")) return false;
+      const TypeInfo* s = pl.type(c.sendtype, "sendtype");
+      if (!s) return false;
+      size_t sbytes = 0;
+      if (!pl.bytes_of(*s, c.sendcount, &sbytes) || !pl.same_size(sbytes, p.count)) return false;
+      return pl.single(*s, c.sendtype, c.sendbuf, c.sendcount, true, false, &p.send);
+    }
+    case Shape::kGather:
+    case Shape::kGatherv: {
+      const bool v = row.shape == Shape::kGatherv;
+      size_t mine = 0;  // the bytes of this rank's block
+      bool have_mine = false;
+      if (root) {
+        const TypeInfo* r = pl.type(c.datatype, "recvtype");
+        if (!r) return false;
+        const void* recv = nullptr;
+        if (v) {
+          if (!pl.vector(*r, c.datatype, c.recvbuf, n, c.recvcounts, c.rdispls, in_place, true,
+                         p.rcounts, p.rdispls, &recv, "recvcounts"))
+            return false;
+          mine = p.rcounts[size_t(me)];
+        } else {
+          if (!pl.count(c.count, "recvcount") || !pl.bytes_of(*r, c.count, &mine)) return false;
+          if (!pl.single(*r, c.datatype, c.recvbuf, MPI_Count(c.count) * n, in_place, true, &recv))
+            return false;
+        }
+        p.recv = const_cast<void*>(recv);
+        have_mine = true;
+      }
+      if (in_place) {
+        if (!root) return rej.set(MPI_ERR_BUFFER, "MPI_IN_PLACE as sendbuf off the root");
+        p.send = COLL_IN_PLACE;
+        p.count = mine;
+        return true;
+      }
+      if (!pl.count(c.sendcount, "sendcount")) return false;
+      const TypeInfo* s = pl.type(c.sendtype, "sendtype");
+      if (!s) return false;
+      size_t sbytes = 0;
+      if (!pl.bytes_of(*s, c.sendcount, &sbytes)) return false;
+      if (have_mine && !pl.same_size(sbytes, mine)) return false;
+      p.count = sbytes;
+      return pl.single(*s, c.sendtype, c.sendbuf, c.sendcount, true, false, &p.send);
+    }
+    case Shape::kScatter:
+    case Shape::kScatterv: {
+      const bool v = row.shape == Shape::kScatterv;
+      const bool recv_in_place = c.recvbuf == MPI_IN_PLACE;
+      size_t mine = 0;
+      bool have_mine = false;
+      if (recv_in_place && !root)
+        return rej.set(MPI_ERR_BUFFER, "MPI_IN_PLACE as recvbuf off the root");
+      if (root) {
+        const TypeInfo* s = pl.type(c.sendtype, "sendtype");
+        if (!s) return false;
+        if (v) {
+          if (!pl.vector(*s, c.sendtype, c.sendbuf, n, c.sendcounts, c.sdispls, true, false,
+                         p.scounts, p.sdispls, &p.send, "sendcounts"))
+            return false;
+          mine = p.scounts[size_t(me)];
+        } else {
+          if (!pl.count(c.sendcount, "sendcount") || !pl.bytes_of(*s, c.sendcount, &mine))
+            return false;
+          if (!pl.single(*s, c.sendtype, c.sendbuf, MPI_Count(c.sendcount) * n, true, false,
+                         &p.send))
+            return false;
+        }
+        have_mine = true;
+      }
+      if (recv_in_place) {
+        p.recv = COLL_IN_PLACE;
+        p.count = mine;
+        return true;
+      }
+      if (!pl.count(c.count, "recvcount")) return false;
+      const TypeInfo* r = pl.type(c.datatype, "recvtype");
+      if (!r) return false;
+      size_t rbytes = 0;
+      if (!pl.bytes_of(*r, c.count, &rbytes)) return false;
+      if (have_mine && !pl.same_size(mine, rbytes)) return false;
+      p.count = rbytes;
+      const void* recv = nullptr;
+      if (!pl.single(*r, c.datatype, c.recvbuf, c.count, false, true, &recv)) return false;
+      p.recv = const_cast<void*>(recv);
+      return true;
+    }
+    case Shape::kAlltoallv: {
+      const TypeInfo* r = pl.type(c.datatype, "recvtype");
+      if (!r) return false;
+      const void* recv = nullptr;
+      if (!pl.vector(*r, c.datatype, c.recvbuf, n, c.recvcounts, c.rdispls, in_place, true,
+                     p.rcounts, p.rdispls, &recv, "recvcounts"))
+        return false;
+      p.recv = const_cast<void*>(recv);
+      if (in_place) {
+        p.send = COLL_IN_PLACE;
+        return true;
+      }
+      const TypeInfo* s = pl.type(c.sendtype, "sendtype");
+      if (!s) return false;
+      return pl.vector(*s, c.sendtype, c.sendbuf, n, c.sendcounts, c.sdispls, true, false,
+                       p.scounts, p.sdispls, &p.send, "sendcounts");
+    }
+  }
+  return true;
+}
+
+// Whether libcoll serves c; if so the plan (or this rank's rejection of one
+// of its arguments). *prep: an MPI error of the preparation on this rank
+// (reported after the call, which every rank makes).
+bool decide(const Call& c, const Row& row, Plan& p, Reason* why, Rejection& rej, int* prep) {
   *prep = MPI_SUCCESS;
   if (!g_active.load(std::memory_order_acquire)) {
     *why = g_config.disabled ? Reason::kDisabled : Reason::kUnavailable;
@@ -77,51 +557,43 @@ bool decide(const Call& c, const Row& row, Plan& p, Reason* why, int* prep) {
     *why = Reason::kNotSelected;
     return false;
   }
+  if (row.shape == Shape::kAlltoallw) {
+    *why = Reason::kPerPeerTypes;
+    return false;
+  }
+  // What every rank passes alike: a reduction's operator, datatype and
+  // count (reduce_scatter: its counts), bcast's byte count.
   const TypeInfo* t = nullptr;
-  size_t total = 0;  // reduction: libcoll elements; bytes: bytes
-  coll_op_t op = COLL_SUM;
   switch (row.info.kind) {
     case Kind::kReduction: {
-      if (c.count < 0) {
+      coll_op_t op = COLL_SUM;
+      if (!reduction_type(c, &t, &op, why)) return false;
+      p.op = op;
+      p.type = t->elements == TypeInfo::kOne ? t->ctype : COLL_UINT8;
+      size_t total = 0;
+      if (row.shape == Shape::kReduceScatter) {
+        if (!c.recvcounts) {
+          *why = Reason::kArgs;
+          return false;
+        }
+      } else if (!elements(*t, c.count, &total)) {
         *why = Reason::kArgs;
         return false;
       }
-      if (!map_op(c.op, &op, why)) return false;
+      p.count = total;
+      break;
+    }
+    case Kind::kBytes: {
       t = type_info(c.datatype);
-      if (!t) {
-        *why = Reason::kArgs;
-        return false;
-      }
-      if (t->elements == TypeInfo::kMixed ||
-          (t->elements == TypeInfo::kOne && t->category == Category::kOther)) {
-        *why = Reason::kDatatype;
-        return false;
-      }
-      if (t->elements == TypeInfo::kOne && !op_allowed(t->category, op)) {
-        *why = Reason::kOpDatatype;
-        return false;
-      }
-      if (t->elements == TypeInfo::kOne && __builtin_mul_overflow(size_t(c.count), t->per, &total)) {
+      size_t total = 0;
+      if (c.count < 0 || !t || t->size < 0 ||
+          __builtin_mul_overflow(size_t(c.count), size_t(t->size), &total)) {
         *why = Reason::kArgs;
         return false;
       }
       break;
     }
-    case Kind::kBytes:
-      if (c.count < 0) {
-        *why = Reason::kArgs;
-        return false;
-      }
-      t = type_info(c.datatype);
-      if (!t || t->size < 0) {
-        *why = Reason::kArgs;
-        return false;
-      }
-      if (__builtin_mul_overflow(size_t(c.count), size_t(t->size), &total)) {
-        *why = Reason::kArgs;
-        return false;
-      }
-      break;
+    case Kind::kMove:
     case Kind::kNone:
       break;
   }
@@ -131,48 +603,19 @@ bool decide(const Call& c, const Row& row, Plan& p, Reason* why, int* prep) {
     *why = Reason::kArgs;  // MPI reports MPI_ERR_ROOT
     return false;
   }
-
+  if (row.shape == Shape::kReduceScatter) {
+    for (int i = 0; i < sc->size; ++i) {
+      size_t e = 0;
+      if (!elements(*t, c.recvcounts[i], &e)) {
+        *why = Reason::kArgs;
+        return false;
+      }
+    }
+  }
   p.lc = sc->lc;
   p.root = c.root;
-  switch (row.info.kind) {
-    case Kind::kReduction: {
-      p.type = t->elements == TypeInfo::kOne ? t->ctype : COLL_UINT8;
-      p.op = op;
-      p.count = total;
-      const bool in_place = c.sendbuf == MPI_IN_PLACE;
-      // Where the result goes on this rank (nowhere off the root of a reduce).
-      void* result = row.result_at_root && sc->rank != c.root ? nullptr : c.recvbuf;
-      if (total == 0) {
-        p.send = in_place ? COLL_IN_PLACE : c.sendbuf;
-        p.recv = result;
-      } else if (t->dense(c.count)) {
-        p.send = in_place ? COLL_IN_PLACE : at(c.sendbuf, t->true_lb);
-        p.recv = result ? at(result, t->true_lb) : nullptr;
-      } else {
-        *prep = stage(p, *t, c.count, c.datatype, in_place ? c.recvbuf : c.sendbuf, result,
-                      size_t(c.count) * size_t(t->size));
-        p.send = COLL_IN_PLACE;
-        p.recv = p.stage.tmp;
-      }
-      break;
-    }
-    case Kind::kBytes:
-      p.type = COLL_UINT8;
-      p.count = total;
-      if (total == 0) {
-        p.recv = c.recvbuf;
-      } else if (t->dense(c.count)) {
-        p.recv = at(c.recvbuf, t->true_lb);
-      } else {
-        const bool root = sc->rank == c.root;
-        *prep = stage(p, *t, c.count, c.datatype, root ? c.recvbuf : nullptr,
-                      root ? nullptr : c.recvbuf, total);
-        p.recv = p.stage.tmp;
-      }
-      break;
-    case Kind::kNone:
-      break;
-  }
+  if (!plan_call(c, row, *sc, t, p, rej, prep) && rej.cls == MPI_SUCCESS)
+    rej.set(MPI_ERR_INTERN, "the call could not be planned");
   return true;
 }
 
@@ -189,7 +632,8 @@ int run(const Call& c, const Row& row, Plan& p, MPI_Request* request, int prep) 
   int rc = MPI_SUCCESS;
   if (request) {
     // The user may free the datatype before the request completes.
-    if (p.stage.user && PMPI_Type_dup(p.stage.datatype, &p.stage.datatype) == MPI_SUCCESS)
+    if (!p.stage.blocks.empty() &&
+        PMPI_Type_dup(p.stage.datatype, &p.stage.datatype) == MPI_SUCCESS)
       p.stage.owned = true;
     rc = make_request(c.fn, c.comm, p.lc, lreq, p, request);
   } else {
@@ -217,12 +661,20 @@ bool serve(Call& c, MPI_Request* request, int* rc) {
   const Row& row = kFns[int(c.fn)];
   Plan p;
   Reason why = Reason::kComm;
+  Rejection rej;
   int prep = MPI_SUCCESS;
-  if (!decide(c, row, p, &why, &prep)) {
+  if (!decide(c, row, p, &why, rej, &prep)) {
     count_passed(c.fn, why);
     return false;
   }
   count_served(c.fn);
+  if (rej.cls != MPI_SUCCESS) {
+    p.stage.release();
+    count_error(c.fn);
+    if (request) *request = MPI_REQUEST_NULL;
+    *rc = raise_class(c.comm, handler_of(c.comm), row.info.mpi_name, rej.cls, rej.why);
+    return true;
+  }
   *rc = run(c, row, p, request, prep);
   return true;
 }
@@ -230,15 +682,21 @@ bool serve(Call& c, MPI_Request* request, int* rc) {
 void Staging::release() {
   std::free(tmp);
   tmp = nullptr;
+  std::free(in_tmp);
+  in_tmp = nullptr;
   if (owned && datatype != MPI_DATATYPE_NULL) PMPI_Type_free(&datatype);
   owned = false;
   datatype = MPI_DATATYPE_NULL;
-  user = nullptr;
+  blocks.clear();
 }
 
 int Staging::unpack() {
-  if (!tmp || !user) return MPI_SUCCESS;
-  return shim::unpack(tmp, count, datatype, size, extent, user);
+  if (!tmp) return MPI_SUCCESS;
+  for (const Block& b : blocks) {
+    const int rc = shim::unpack(tmp + b.offset, b.count, datatype, size, extent, b.user);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
 }
 
 }  // namespace shim
@@ -314,6 +772,242 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   if (shim::serve(c, request, &rc)) return rc;
   return PMPI_Ibarrier(comm, request);
 }
+
+#define COLL_MPI_SERVE(...)                   \
+  Call c{__VA_ARGS__};                        \
+  int rc;                                     \
+  if (shim::serve(c, request, &rc)) return rc
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               int root, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kReduce, sendbuf, recvbuf, count, datatype, op, root, comm);
+  return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                int root, MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIreduce, sendbuf, recvbuf, count, datatype, op, root, comm);
+  return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+}
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+             MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kScan, sendbuf, recvbuf, count, datatype, op, 0, comm);
+  return PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIscan, sendbuf, recvbuf, count, datatype, op, 0, comm);
+  return PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kExscan, sendbuf, recvbuf, count, datatype, op, 0, comm);
+  return PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIexscan, sendbuf, recvbuf, count, datatype, op, 0, comm);
+  return PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kReduceScatterBlock, sendbuf, recvbuf, recvcount, datatype, op, 0, comm);
+  return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                              MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIreduceScatterBlock, sendbuf, recvbuf, recvcount, datatype, op, 0, comm);
+  return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+}
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kReduceScatter, sendbuf, recvbuf, 0, datatype, op, 0, comm, 0,
+                 MPI_DATATYPE_NULL, nullptr, nullptr, recvcounts);
+  return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+}
+
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIreduceScatter, sendbuf, recvbuf, 0, datatype, op, 0, comm, 0,
+                 MPI_DATATYPE_NULL, nullptr, nullptr, recvcounts);
+  return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kAllgather, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype);
+  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIallgather, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype);
+  return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                         request);
+}
+
+int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                   MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kAllgatherv, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, 0, comm, sendcount,
+                 sendtype, nullptr, nullptr, recvcounts, displs);
+  return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                         comm);
+}
+
+int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                    MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIallgatherv, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype, nullptr, nullptr, recvcounts, displs);
+  return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                          comm, request);
+}
+
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kGather, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root, comm,
+                 sendcount, sendtype);
+  return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIgather, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root, comm,
+                 sendcount, sendtype);
+  return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                      request);
+}
+
+int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kGatherv, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, root, comm, sendcount,
+                 sendtype, nullptr, nullptr, recvcounts, displs);
+  return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+                      comm);
+}
+
+int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                 MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIgatherv, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, root, comm,
+                 sendcount, sendtype, nullptr, nullptr, recvcounts, displs);
+  return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
+                       comm, request);
+}
+
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kScatter, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root, comm,
+                 sendcount, sendtype);
+  return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIscatter, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root, comm,
+                 sendcount, sendtype);
+  return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                       request);
+}
+
+int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                 MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kScatterv, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root, comm, 0,
+                 sendtype, sendcounts, displs);
+  return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+                       comm);
+}
+
+int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                  MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                  int root, MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIscatterv, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root, comm,
+                 0, sendtype, sendcounts, displs);
+  return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
+                        comm, request);
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kAlltoall, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype);
+  return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIalltoall, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype);
+  return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kAlltoallv, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, 0, comm, 0, sendtype,
+                 sendcounts, sdispls, recvcounts, rdispls);
+  return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                        recvtype, comm);
+}
+
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIalltoallv, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, 0, comm, 0,
+                 sendtype, sendcounts, sdispls, recvcounts, rdispls);
+  return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                         recvtype, comm, request);
+}
+
+// A datatype per peer: libcoll's calls take one. Counted, passed to MPI.
+int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                  const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                  const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  MPI_Request* request = nullptr;
+  COLL_MPI_SERVE(Fn::kAlltoallw, sendbuf, recvbuf, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0, comm);
+  return PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                        recvtypes, comm);
+}
+
+int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                   MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kIalltoallw, sendbuf, recvbuf, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0, comm);
+  return PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                         recvtypes, comm, request);
+}
+
+#undef COLL_MPI_SERVE
 
 // Communicator creators that are collective over their parent.
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {

@@ -100,6 +100,185 @@ void mpi_ibarrier_(MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
   set(ierr, rc);
 }
 
+// The rest of the collectives. Counts and displacement arrays are passed
+// through: MPI_Fint is int in Open MPI (asserted below).
+static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER arrays are C int arrays");
+
+#define F_TYPE(x) PMPI_Type_f2c(*(x))
+#define F_COMM(x) PMPI_Comm_f2c(*(x))
+#define F_OP(x) PMPI_Op_f2c(*(x))
+#define F_INTS(x) reinterpret_cast<const int*>(x)
+// An I-form: its request converted back when the call succeeded.
+#define F_REQUEST_CALL(call)                      \
+  MPI_Request r = MPI_REQUEST_NULL;               \
+  const int rc = (call);                          \
+  if (rc == MPI_SUCCESS) *request = PMPI_Request_c2f(r); \
+  set(ierr, rc)
+
+void mpi_reduce_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* op,
+                 MPI_Fint* root, MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Reduce(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype), F_OP(op),
+                       int(*root), F_COMM(comm)));
+}
+void mpi_ireduce_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* op,
+                  MPI_Fint* root, MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Ireduce(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype),
+                             F_OP(op), int(*root), F_COMM(comm), &r));
+}
+void mpi_scan_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* op,
+               MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Scan(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype), F_OP(op),
+                     F_COMM(comm)));
+}
+void mpi_iscan_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* op,
+                MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Iscan(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype),
+                           F_OP(op), F_COMM(comm), &r));
+}
+void mpi_exscan_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* op,
+                 MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Exscan(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype), F_OP(op),
+                       F_COMM(comm)));
+}
+void mpi_iexscan_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* op,
+                  MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Iexscan(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype),
+                             F_OP(op), F_COMM(comm), &r));
+}
+void mpi_reduce_scatter_block_(void* sendbuf, void* recvbuf, MPI_Fint* recvcount,
+                               MPI_Fint* datatype, MPI_Fint* op, MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Reduce_scatter_block(f_send(sendbuf), f_buf(recvbuf), int(*recvcount),
+                                     F_TYPE(datatype), F_OP(op), F_COMM(comm)));
+}
+void mpi_ireduce_scatter_block_(void* sendbuf, void* recvbuf, MPI_Fint* recvcount,
+                                MPI_Fint* datatype, MPI_Fint* op, MPI_Fint* comm,
+                                MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Ireduce_scatter_block(f_send(sendbuf), f_buf(recvbuf), int(*recvcount),
+                                           F_TYPE(datatype), F_OP(op), F_COMM(comm), &r));
+}
+void mpi_reduce_scatter_(void* sendbuf, void* recvbuf, MPI_Fint* recvcounts, MPI_Fint* datatype,
+                         MPI_Fint* op, MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Reduce_scatter(f_send(sendbuf), f_buf(recvbuf), F_INTS(recvcounts),
+                               F_TYPE(datatype), F_OP(op), F_COMM(comm)));
+}
+void mpi_ireduce_scatter_(void* sendbuf, void* recvbuf, MPI_Fint* recvcounts, MPI_Fint* datatype,
+                          MPI_Fint* op, MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Ireduce_scatter(f_send(sendbuf), f_buf(recvbuf), F_INTS(recvcounts),
+                                     F_TYPE(datatype), F_OP(op), F_COMM(comm), &r));
+}
+void mpi_allgather_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                    MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Allgather(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype), f_buf(recvbuf),
+                          int(*recvcount), F_TYPE(recvtype), F_COMM(comm)));
+}
+void mpi_iallgather_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                     MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* request,
+                     MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Iallgather(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                f_buf(recvbuf), int(*recvcount), F_TYPE(recvtype), F_COMM(comm),
+                                &r));
+}
+void mpi_allgatherv_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                     MPI_Fint* recvcounts, MPI_Fint* displs, MPI_Fint* recvtype, MPI_Fint* comm,
+                     MPI_Fint* ierr) {
+  set(ierr, MPI_Allgatherv(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype), f_buf(recvbuf),
+                           F_INTS(recvcounts), F_INTS(displs), F_TYPE(recvtype), F_COMM(comm)));
+}
+void mpi_iallgatherv_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                      MPI_Fint* recvcounts, MPI_Fint* displs, MPI_Fint* recvtype, MPI_Fint* comm,
+                      MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Iallgatherv(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                 f_buf(recvbuf), F_INTS(recvcounts), F_INTS(displs),
+                                 F_TYPE(recvtype), F_COMM(comm), &r));
+}
+void mpi_gather_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                 MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root, MPI_Fint* comm,
+                 MPI_Fint* ierr) {
+  set(ierr, MPI_Gather(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype), f_buf(recvbuf),
+                       int(*recvcount), F_TYPE(recvtype), int(*root), F_COMM(comm)));
+}
+void mpi_igather_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                  MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root, MPI_Fint* comm,
+                  MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Igather(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype), f_buf(recvbuf),
+                             int(*recvcount), F_TYPE(recvtype), int(*root), F_COMM(comm), &r));
+}
+void mpi_gatherv_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                  MPI_Fint* recvcounts, MPI_Fint* displs, MPI_Fint* recvtype, MPI_Fint* root,
+                  MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Gatherv(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype), f_buf(recvbuf),
+                        F_INTS(recvcounts), F_INTS(displs), F_TYPE(recvtype), int(*root),
+                        F_COMM(comm)));
+}
+void mpi_igatherv_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                   MPI_Fint* recvcounts, MPI_Fint* displs, MPI_Fint* recvtype, MPI_Fint* root,
+                   MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Igatherv(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype), f_buf(recvbuf),
+                              F_INTS(recvcounts), F_INTS(displs), F_TYPE(recvtype), int(*root),
+                              F_COMM(comm), &r));
+}
+// scatter(v): MPI_IN_PLACE is the receive buffer's (at the root).
+void mpi_scatter_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                  MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root, MPI_Fint* comm,
+                  MPI_Fint* ierr) {
+  set(ierr, MPI_Scatter(f_buf(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                        const_cast<void*>(f_send(recvbuf)), int(*recvcount), F_TYPE(recvtype),
+                        int(*root), F_COMM(comm)));
+}
+void mpi_iscatter_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                   MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root, MPI_Fint* comm,
+                   MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Iscatter(f_buf(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                              const_cast<void*>(f_send(recvbuf)), int(*recvcount),
+                              F_TYPE(recvtype), int(*root), F_COMM(comm), &r));
+}
+void mpi_scatterv_(void* sendbuf, MPI_Fint* sendcounts, MPI_Fint* displs, MPI_Fint* sendtype,
+                   void* recvbuf, MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root,
+                   MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Scatterv(f_buf(sendbuf), F_INTS(sendcounts), F_INTS(displs), F_TYPE(sendtype),
+                         const_cast<void*>(f_send(recvbuf)), int(*recvcount), F_TYPE(recvtype),
+                         int(*root), F_COMM(comm)));
+}
+void mpi_iscatterv_(void* sendbuf, MPI_Fint* sendcounts, MPI_Fint* displs, MPI_Fint* sendtype,
+                    void* recvbuf, MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root,
+                    MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Iscatterv(f_buf(sendbuf), F_INTS(sendcounts), F_INTS(displs),
+                               F_TYPE(sendtype), const_cast<void*>(f_send(recvbuf)),
+                               int(*recvcount), F_TYPE(recvtype), int(*root), F_COMM(comm), &r));
+}
+void mpi_alltoall_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                   MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Alltoall(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype), f_buf(recvbuf),
+                         int(*recvcount), F_TYPE(recvtype), F_COMM(comm)));
+}
+void mpi_ialltoall_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                    MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* request,
+                    MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Ialltoall(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                               f_buf(recvbuf), int(*recvcount), F_TYPE(recvtype), F_COMM(comm),
+                               &r));
+}
+void mpi_alltoallv_(void* sendbuf, MPI_Fint* sendcounts, MPI_Fint* sdispls, MPI_Fint* sendtype,
+                    void* recvbuf, MPI_Fint* recvcounts, MPI_Fint* rdispls, MPI_Fint* recvtype,
+                    MPI_Fint* comm, MPI_Fint* ierr) {
+  set(ierr, MPI_Alltoallv(f_send(sendbuf), F_INTS(sendcounts), F_INTS(sdispls), F_TYPE(sendtype),
+                          f_buf(recvbuf), F_INTS(recvcounts), F_INTS(rdispls), F_TYPE(recvtype),
+                          F_COMM(comm)));
+}
+void mpi_ialltoallv_(void* sendbuf, MPI_Fint* sendcounts, MPI_Fint* sdispls, MPI_Fint* sendtype,
+                     void* recvbuf, MPI_Fint* recvcounts, MPI_Fint* rdispls, MPI_Fint* recvtype,
+                     MPI_Fint* comm, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPI_Ialltoallv(f_send(sendbuf), F_INTS(sendcounts), F_INTS(sdispls),
+                                F_TYPE(sendtype), f_buf(recvbuf), F_INTS(recvcounts),
+                                F_INTS(rdispls), F_TYPE(recvtype), F_COMM(comm), &r));
+}
+
+#undef F_TYPE
+#undef F_COMM
+#undef F_OP
+#undef F_INTS
+#undef F_REQUEST_CALL
+
 void mpi_comm_dup_(MPI_Fint* comm, MPI_Fint* newcomm, MPI_Fint* ierr) {
   MPI_Comm c = MPI_COMM_NULL;
   const int rc = MPI_Comm_dup(PMPI_Comm_f2c(*comm), &c);
@@ -166,6 +345,32 @@ COLL_MPI_FORTRAN_ALIASES(bcast, BCAST)
 COLL_MPI_FORTRAN_ALIASES(ibcast, IBCAST)
 COLL_MPI_FORTRAN_ALIASES(barrier, BARRIER)
 COLL_MPI_FORTRAN_ALIASES(ibarrier, IBARRIER)
+COLL_MPI_FORTRAN_ALIASES(reduce, REDUCE)
+COLL_MPI_FORTRAN_ALIASES(ireduce, IREDUCE)
+COLL_MPI_FORTRAN_ALIASES(scan, SCAN)
+COLL_MPI_FORTRAN_ALIASES(iscan, ISCAN)
+COLL_MPI_FORTRAN_ALIASES(exscan, EXSCAN)
+COLL_MPI_FORTRAN_ALIASES(iexscan, IEXSCAN)
+COLL_MPI_FORTRAN_ALIASES(reduce_scatter_block, REDUCE_SCATTER_BLOCK)
+COLL_MPI_FORTRAN_ALIASES(ireduce_scatter_block, IREDUCE_SCATTER_BLOCK)
+COLL_MPI_FORTRAN_ALIASES(reduce_scatter, REDUCE_SCATTER)
+COLL_MPI_FORTRAN_ALIASES(ireduce_scatter, IREDUCE_SCATTER)
+COLL_MPI_FORTRAN_ALIASES(allgather, ALLGATHER)
+COLL_MPI_FORTRAN_ALIASES(iallgather, IALLGATHER)
+COLL_MPI_FORTRAN_ALIASES(allgatherv, ALLGATHERV)
+COLL_MPI_FORTRAN_ALIASES(iallgatherv, IALLGATHERV)
+COLL_MPI_FORTRAN_ALIASES(gather, GATHER)
+COLL_MPI_FORTRAN_ALIASES(igather, IGATHER)
+COLL_MPI_FORTRAN_ALIASES(gatherv, GATHERV)
+COLL_MPI_FORTRAN_ALIASES(igatherv, IGATHERV)
+COLL_MPI_FORTRAN_ALIASES(scatter, SCATTER)
+COLL_MPI_FORTRAN_ALIASES(iscatter, ISCATTER)
+COLL_MPI_FORTRAN_ALIASES(scatterv, SCATTERV)
+COLL_MPI_FORTRAN_ALIASES(iscatterv, ISCATTERV)
+COLL_MPI_FORTRAN_ALIASES(alltoall, ALLTOALL)
+COLL_MPI_FORTRAN_ALIASES(ialltoall, IALLTOALL)
+COLL_MPI_FORTRAN_ALIASES(alltoallv, ALLTOALLV)
+COLL_MPI_FORTRAN_ALIASES(ialltoallv, IALLTOALLV)
 COLL_MPI_FORTRAN_ALIASES(comm_dup, COMM_DUP)
 COLL_MPI_FORTRAN_ALIASES(comm_split, COMM_SPLIT)
 COLL_MPI_FORTRAN_ALIASES(wait, WAIT)

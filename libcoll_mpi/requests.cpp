@@ -45,6 +45,7 @@ struct ShimReq {
   coll_request_t lreq = COLL_REQUEST_NULL;
   MPI_Request greq = MPI_REQUEST_NULL;
   Staging stage;
+  std::vector<size_t> arrays[4];  // libcoll reads the plan's arrays until the operation completes
   int status = COLL_SUCCESS;
   std::string message;
   Handler handler = Handler::kFatal;
@@ -228,6 +229,10 @@ int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan
   r->lreq = lreq;
   r->stage = plan.stage;
   plan.stage = Staging{};
+  r->arrays[0] = std::move(plan.scounts);
+  r->arrays[1] = std::move(plan.sdispls);
+  r->arrays[2] = std::move(plan.rcounts);
+  r->arrays[3] = std::move(plan.rdispls);
   const int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, &r->greq);
   if (rc != MPI_SUCCESS) {
     // The operation is started on every rank: finish it here.

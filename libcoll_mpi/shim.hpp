@@ -26,21 +26,33 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace shim {
 
 // ---- the dispatch table (collectives.cpp) ----------------------------------
 
-// One enumerator per MPI function the shim can serve. Adding a collective:
-// an enumerator here, a row in kFns (collectives.cpp), its MPI_ entry point
-// there, and its Fortran entry point in fortran.cpp.
-enum class Fn : int { kAllreduce, kIallreduce, kBcast, kIbcast, kBarrier, kIbarrier, kCount };
+// One enumerator per MPI function the shim intercepts, a blocking form and
+// its I-form side by side. Adding a collective: an enumerator here, a row in
+// kFns (collectives.cpp), its MPI_ entry point there, and its Fortran entry
+// point in fortran.cpp.
+enum class Fn : int {
+  kAllreduce, kIallreduce, kBcast, kIbcast, kBarrier, kIbarrier,
+  kReduce, kIreduce, kAllgather, kIallgather, kAllgatherv, kIallgatherv,
+  kReduceScatterBlock, kIreduceScatterBlock, kReduceScatter, kIreduceScatter,
+  kGather, kIgather, kGatherv, kIgatherv, kScatter, kIscatter, kScatterv, kIscatterv,
+  kAlltoall, kIalltoall, kAlltoallv, kIalltoallv, kScan, kIscan, kExscan, kIexscan,
+  kAlltoallw, kIalltoallw,  // intercepted and counted, always passed to MPI
+  kCount
+};
 constexpr int kFnCount = int(Fn::kCount);
+static_assert(kFnCount <= 64, "Config::selected has a bit per Fn");
 
 // What the arguments of a collective are, for the decision to serve it.
 enum class Kind {
   kReduction,  // typed elements and an operator (allreduce, reduce, scan, ...)
-  kBytes,      // data moved unchanged: any datatype, as bytes (bcast, gather, ...)
+  kBytes,      // one buffer moved unchanged: any datatype, as bytes (bcast)
+  kMove,       // send and receive buffers moved unchanged (gather, alltoall, ...)
   kNone,       // no data (barrier)
 };
 
@@ -57,12 +69,17 @@ enum class Reason : int {
   kDatatype,     // an element type libcoll lacks, or several element types
   kOpDatatype,   // the operator is not defined on the datatype (MPI_BAND on float)
   kArgs,         // arguments MPI rejects (count < 0, root out of range): MPI reports it
+  kPerPeerTypes, // MPI_Alltoallw: a datatype per peer, which libcoll's calls do not take
   kCount
 };
 constexpr int kReasonCount = int(Reason::kCount);
 const char* reason_name(Reason r);
 
-// The arguments of one MPI collective call.
+// The arguments of one MPI collective call. Reductions and bcast use
+// count and datatype; the collectives that move a send and a receive buffer
+// (gather, alltoall, ...) use count / datatype as the receive side and
+// sendcount / sendtype as the send side; the v-forms add their arrays
+// (reduce_scatter: recvcounts).
 struct Call {
   Fn fn;
   const void* sendbuf = nullptr;
@@ -72,30 +89,45 @@ struct Call {
   MPI_Op op = MPI_OP_NULL;
   int root = 0;
   MPI_Comm comm = MPI_COMM_NULL;
+  int sendcount = 0;
+  MPI_Datatype sendtype = MPI_DATATYPE_NULL;
+  const int* sendcounts = nullptr;
+  const int* sdispls = nullptr;
+  const int* recvcounts = nullptr;
+  const int* rdispls = nullptr;
 };
 
 // A non-contiguous datatype travels through a contiguous copy: packed before
-// the libcoll call, unpacked after it.
+// the libcoll call, unpacked after it, block by block (a v-form's blocks lie
+// at their displacements in the user's buffer, packed one after the other).
 struct Staging {
-  char* tmp = nullptr;
-  void* user = nullptr;   // where the result is unpacked (nullptr: nothing to unpack)
-  int count = 0;
-  MPI_Datatype datatype = MPI_DATATYPE_NULL;  // our own reference (a dup)
+  char* tmp = nullptr;     // where libcoll leaves the result, packed
+  char* in_tmp = nullptr;  // a packed copy of an input that is no result (freed with it)
+  struct Block {
+    size_t offset;  // in tmp, bytes
+    void* user;     // where its elements go
+    MPI_Count count;
+  };
+  std::vector<Block> blocks;  // what is unpacked (empty: nothing)
+  MPI_Datatype datatype = MPI_DATATYPE_NULL;  // of the blocks; our own reference when owned
   MPI_Count size = 0, extent = 0;             // of datatype
   bool owned = false;                         // datatype is a dup of the user's
   void release();
   int unpack();           // MPI_SUCCESS or an MPI error code
 };
 
-// The libcoll arguments of a served call.
+// The libcoll arguments of a served call. The arrays are libcoll's count and
+// displacement arrays (in libcoll elements); a non-blocking call keeps them
+// (and the staging) with its request until it completes.
 struct Plan {
   coll_comm_t lc = COLL_COMM_NULL;
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;
+  size_t count = 0;      // the one count of the call (the v-forms: what this rank sends or receives)
   coll_datatype_t type = COLL_UINT8;
   coll_op_t op = COLL_SUM;
   int root = 0;
+  std::vector<size_t> scounts, sdispls, rcounts, rdispls;
   Staging stage;
 };
 
@@ -117,7 +149,7 @@ bool serve(Call& call, MPI_Request* request, int* rc);
 struct Config {
   bool disabled = false;          // COLL_MPI_DISABLE=1
   bool stats = false;             // COLL_MPI_STATS=1
-  uint32_t selected = ~0u;        // bit per Fn (COLL_MPI_COLLECTIVES)
+  uint64_t selected = ~0ull;      // bit per Fn (COLL_MPI_COLLECTIVES)
   bool progress_hook = true;      // COLL_MPI_PROGRESS_HOOK=0 turns it off
   std::string selected_text;      // for the statistics header
 };
@@ -159,6 +191,9 @@ int error_class(int coll_status);
 enum class Handler { kFatal, kReturn, kUser };
 Handler handler_of(MPI_Comm comm);
 int raise_error(MPI_Comm comm, Handler h, const char* fn, int coll_status, const std::string& message);
+// The same for an argument this rank's shim rejects before calling libcoll
+// (a negative count, a null datatype, ...): cls is the MPI error class.
+int raise_class(MPI_Comm comm, Handler h, const char* fn, int cls, const std::string& message);
 
 // ---- communicators (comms.cpp) ----------------------------------------------
 
@@ -195,7 +230,7 @@ struct TypeInfo {
   MPI_Count size = 0;                    // bytes of data per datatype element
   MPI_Count extent = 0, true_lb = 0, true_extent = 0;
   // count elements at buf are one block of count * size bytes at buf + true_lb.
-  bool dense(int count) const {
+  bool dense(MPI_Count count) const {
     return size == true_extent && (count <= 1 || extent == size);
   }
 };
@@ -206,10 +241,10 @@ const TypeInfo* type_info(MPI_Datatype datatype);
 bool map_op(MPI_Op op, coll_op_t* out, Reason* why);
 bool op_allowed(Category c, coll_op_t op);
 // Copies between count elements of datatype at buf and the contiguous bytes at packed.
-int pack(const void* buf, int count, MPI_Datatype datatype, MPI_Count size, MPI_Count extent,
-         char* packed);
-int unpack(const char* packed, int count, MPI_Datatype datatype, MPI_Count size, MPI_Count extent,
-           void* buf);
+int pack(const void* buf, MPI_Count count, MPI_Datatype datatype, MPI_Count size,
+         MPI_Count extent, char* packed);
+int unpack(const char* packed, MPI_Count count, MPI_Datatype datatype, MPI_Count size,
+           MPI_Count extent, void* buf);
 
 // ---- requests (requests.cpp) ------------------------------------------------
 

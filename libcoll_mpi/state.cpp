@@ -107,7 +107,7 @@ void load_config() {
         std::string exact = info.mpi_name + 4;  // "Allreduce"
         for (char& ch : exact) ch = char(std::tolower(static_cast<unsigned char>(ch)));
         if (name == info.knob || name == exact) {
-          c.selected |= 1u << f;
+          c.selected |= 1ull << f;
           known = true;
         }
       }
@@ -247,6 +247,7 @@ const char* reason_name(Reason r) {
     case Reason::kDatatype: return "datatype";
     case Reason::kOpDatatype: return "op not defined on datatype";
     case Reason::kArgs: return "invalid arguments";
+    case Reason::kPerPeerTypes: return "a datatype per peer";
     case Reason::kCount: break;
   }
   return "?";
@@ -384,16 +385,27 @@ Handler handler_of(MPI_Comm comm) {
   return Handler::kUser;
 }
 
-int raise_error(MPI_Comm comm, Handler h, const char* fn, int status, const std::string& message) {
-  const int cls = error_class(status);
+namespace {
+int report(MPI_Comm comm, Handler h, int cls, const char* fn, const char* what,
+           const std::string& message) {
   if (h == Handler::kFatal) {
-    std::fprintf(stderr, "libcoll_mpi: rank %d: %s failed in libcoll: %s: %s\n", g_world_rank, fn,
-                 coll_strerror(status), message.c_str());
+    std::fprintf(stderr, "libcoll_mpi: rank %d: %s %s: %s\n", g_world_rank, fn, what,
+                 message.c_str());
     std::fflush(stderr);
     PMPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, cls);
   }
   if (h == Handler::kUser && comm != MPI_COMM_NULL) PMPI_Comm_call_errhandler(comm, cls);
   return cls;
+}
+}  // namespace
+
+int raise_error(MPI_Comm comm, Handler h, const char* fn, int status, const std::string& message) {
+  const std::string what = std::string("failed in libcoll: ") + coll_strerror(status);
+  return report(comm, h, error_class(status), fn, what.c_str(), message);
+}
+
+int raise_class(MPI_Comm comm, Handler h, const char* fn, int cls, const std::string& message) {
+  return report(comm, h, cls, fn, "rejected by libcoll_mpi", message);
 }
 
 }  // namespace shim

@@ -333,7 +333,7 @@ bool op_allowed(Category c, coll_op_t op) {
 }
 
 // MPI_Pack's sizes are int: large buffers go in pieces of whole elements.
-int pack(const void* buf, int count, MPI_Datatype t, MPI_Count size, MPI_Count extent,
+int pack(const void* buf, MPI_Count count, MPI_Datatype t, MPI_Count size, MPI_Count extent,
          char* packed) {
   if (size <= 0) return MPI_SUCCESS;
   const MPI_Count per_call = std::max<MPI_Count>(1, INT_MAX / size);
@@ -349,7 +349,7 @@ int pack(const void* buf, int count, MPI_Datatype t, MPI_Count size, MPI_Count e
   return MPI_SUCCESS;
 }
 
-int unpack(const char* packed, int count, MPI_Datatype t, MPI_Count size, MPI_Count extent,
+int unpack(const char* packed, MPI_Count count, MPI_Datatype t, MPI_Count size, MPI_Count extent,
            void* buf) {
   if (size <= 0) return MPI_SUCCESS;
   const MPI_Count per_call = std::max<MPI_Count>(1, INT_MAX / size);
