@@ -9,7 +9,9 @@
  *                               take it, in every collective
  *   hardening_test counts       byte counts past the address space, plain
  *                               and v-forms, and a buffer whose end wraps
- *   hardening_test aliasing     sendbuf == recvbuf without COLL_IN_PLACE */
+ *   hardening_test aliasing     sendbuf == recvbuf without COLL_IN_PLACE
+ *   hardening_test requests     a second coll_start, one request twice in
+ *                               coll_waitall, coll_comm_free(world), ... */
 #include <coll/coll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -218,6 +220,67 @@ static void test_aliasing(void) {
           (long long)all[i]);
 }
 
+/* The message on the world communicator after a refused call. */
+static void world_message_contains(int rc, const char *call, const char *needle) {
+  const char *why = coll_comm_last_error(g_world);
+  CHECK(rc == COLL_ERR_INVALID_ARG, "%s -> %s, expected COLL_ERR_INVALID_ARG", call,
+        coll_strerror(rc));
+  CHECK(why && strstr(why, needle), "%s: coll_comm_last_error(world) = '%s', no '%s'", call,
+        why ? why : "(null)", needle);
+  const char *global = coll_comm_last_error(COLL_COMM_NULL);
+  CHECK(global && strstr(global, needle), "%s: coll_comm_last_error(NULL) = '%s', no '%s'", call,
+        global ? global : "(null)", needle);
+}
+
+static void test_requests(void) {
+  double in[4], out[4];
+  for (int i = 0; i < 4; ++i) in[i] = g_rank + i;
+  const double sum_ranks = (double)g_size * (g_size - 1) / 2;
+  coll_request_t req = COLL_REQUEST_NULL;
+  OK(coll_allreduce_init(in, out, 4, COLL_DOUBLE, COLL_SUM, g_world, &req));
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 4; ++i) out[i] = -1;
+    OK(coll_start(req));
+    /* The barrier runs after the allreduce (one communicator, in order):
+     * the activation is complete on every rank now, and still active
+     * until its wait. It was accepted where complete and refused
+     * (silently) where not; then the next wait timed out. */
+    if (round % 2 == 0) OK(coll_barrier(g_world));
+    world_message_contains(coll_start(req), "second coll_start", "coll_start: the request is active");
+    OK(coll_wait(&req));
+    CHECK(req != COLL_REQUEST_NULL, "a persistent request was freed by its wait");
+    for (int i = 0; i < 4; ++i)
+      CHECK(out[i] == sum_ranks + g_size * i, "round %d: out[%d] = %g", round, i, out[i]);
+  }
+  /* Inactive again: a third start is a new activation, waited by waitall. */
+  OK(coll_start(req));
+  OK(coll_waitall(1, &req));
+  CHECK(out[3] == sum_ranks + g_size * 3, "after waitall: out[3] = %g", out[3]);
+  OK(coll_request_free(&req));
+
+  /* One request twice in waitall: refused before anything is waited for. */
+  int64_t x[kCount];
+  for (int i = 0; i < kCount; ++i) x[i] = g_rank + 1;
+  coll_request_t twice[3] = {COLL_REQUEST_NULL, COLL_REQUEST_NULL, COLL_REQUEST_NULL};
+  OK(coll_iallreduce(COLL_IN_PLACE, x, kCount, COLL_INT64, COLL_SUM, g_world, &twice[0]));
+  twice[2] = twice[0];
+  world_message_contains(coll_waitall(3, twice), "coll_waitall with one request twice",
+                         "requests[0] and requests[2] are the same request");
+  CHECK(twice[0] != COLL_REQUEST_NULL, "the refused waitall completed a request");
+  OK(coll_wait(&twice[0]));
+  for (int i = 0; i < kCount; ++i)
+    CHECK(x[i] == (int64_t)g_size * (g_size + 1) / 2, "iallreduce[%d] = %lld", i, (long long)x[i]);
+
+  coll_comm_t world = g_world;
+  world_message_contains(coll_comm_free(&world), "coll_comm_free(&world)",
+                         "the world communicator is freed by coll_finalize");
+  CHECK(world == g_world, "coll_comm_free(&world) changed the handle");
+  CHECK(coll_initialized(NULL) == COLL_ERR_INVALID_ARG, "coll_initialized(NULL) accepted");
+  CHECK(strstr(coll_comm_last_error(COLL_COMM_NULL), "NULL flag"),
+        "coll_initialized(NULL): no message");
+  world_still_works();
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   OK(coll_init(&argc, &argv));
@@ -231,8 +294,10 @@ int main(int argc, char **argv) {
     test_counts();
   else if (strcmp(mode, "aliasing") == 0)
     test_aliasing();
+  else if (strcmp(mode, "requests") == 0)
+    test_requests();
   else
-    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing)", mode);
+    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing, requests)", mode);
   OK(coll_finalize());
   if (g_rank == 0) printf("hardening_test %s: ok\n", mode);
   return 0;
