@@ -11,7 +11,9 @@
  *                               and v-forms, and a buffer whose end wraps
  *   hardening_test aliasing     sendbuf == recvbuf without COLL_IN_PLACE
  *   hardening_test requests     a second coll_start, one request twice in
- *                               coll_waitall, coll_comm_free(world), ... */
+ *                               coll_waitall, coll_comm_free(world), ...
+ *   hardening_test knobs        numeric knobs out of range fail coll_init */
+#define _POSIX_C_SOURCE 200809L
 #include <coll/coll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -281,8 +283,41 @@ static void test_requests(void) {
   world_still_works();
 }
 
+/* Each bad value makes coll_init fail with a message naming knob and
+ * value; then, the knob unset, coll_init succeeds. */
+static void test_knobs(int *argc, char ***argv) {
+  static const char *const bad[][3] = {
+      {"COLL_ZCOPY_THRESHOLD", "-1", "COLL_ZCOPY_THRESHOLD=-1: expected a byte count in [0, "},
+      {"COLL_ZCOPY_THRESHOLD", " 5", "COLL_ZCOPY_THRESHOLD= 5: expected"},
+      {"COLL_SLOT_SIZE", "-4096", "COLL_SLOT_SIZE=-4096: expected a byte count in [64, "},
+      {"COLL_NUM_SLOTS", "+4", "COLL_NUM_SLOTS=+4: expected a count in [3, 16]"},
+      {"COLL_NUM_SLOTS", "17", "COLL_NUM_SLOTS=17: expected a count in [3, 16]"},
+      {"COLL_SPIN_POLLS", "-1", "COLL_SPIN_POLLS=-1: expected a count in [0, "},
+      {"COLL_SHM_ARENA", "-1G", "COLL_SHM_ARENA=-1G: expected a byte count"},
+      {"COLL_TIMEOUT", "-1", "COLL_TIMEOUT=-1: expected a number in [0.01, "},
+      {"COLL_DEBUG", "2", "COLL_DEBUG=2: expected 0 or 1"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
+    const char *was = getenv(bad[k][0]);
+    char *saved = was ? strdup(was) : NULL;
+    setenv(bad[k][0], bad[k][1], 1);
+    const int rc = coll_init(argc, argv);
+    const char *why = coll_comm_last_error(COLL_COMM_NULL);
+    CHECK(rc == COLL_ERR_INVALID_ARG, "coll_init with %s=%s -> %s (%s)", bad[k][0], bad[k][1],
+          coll_strerror(rc), why);
+    CHECK(strstr(why, bad[k][2]), "coll_init with %s=%s: message '%s', expected '%s'", bad[k][0],
+          bad[k][1], why, bad[k][2]);
+    if (saved)
+      setenv(bad[k][0], saved, 1);
+    else
+      unsetenv(bad[k][0]);
+    free(saved);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "knobs") == 0) test_knobs(&argc, &argv);
   OK(coll_init(&argc, &argv));
   g_world = coll_comm_world();
   OK(coll_comm_rank(g_world, &g_rank));
@@ -296,8 +331,10 @@ int main(int argc, char **argv) {
     test_aliasing();
   else if (strcmp(mode, "requests") == 0)
     test_requests();
+  else if (strcmp(mode, "knobs") == 0)
+    world_still_works();
   else
-    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing, requests)", mode);
+    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing, requests, knobs)", mode);
   OK(coll_finalize());
   if (g_rank == 0) printf("hardening_test %s: ok\n", mode);
   return 0;
