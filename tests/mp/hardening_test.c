@@ -12,13 +12,21 @@
  *   hardening_test aliasing     sendbuf == recvbuf without COLL_IN_PLACE
  *   hardening_test requests     a second coll_start, one request twice in
  *                               coll_waitall, coll_comm_free(world), ...
- *   hardening_test knobs        numeric knobs out of range fail coll_init */
+ *   hardening_test knobs        numeric knobs out of range fail coll_init
+ *   hardening_test flood        rank 0 opens connections to collrun's
+ *                               rendezvous port (tests/mp/flood.sh counts
+ *                               collrun's lines) */
 #define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
 #include <coll/coll.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "c_check.h"
 
@@ -315,6 +323,46 @@ static void test_knobs(int *argc, char ***argv) {
   }
 }
 
+/* Rank 0 opens `connections` connections to collrun's rendezvous port and
+ * sends each a frame of a type no rank sends first (what a stranger on
+ * the machine can do); collrun refuses each and closes it. */
+static void flood(int connections) {
+  const char *at = getenv("COLL_BOOTSTRAP");
+  CHECK(at && strchr(at, ':'), "COLL_BOOTSTRAP=%s: not run by collrun?", at ? at : "(unset)");
+  char host[64];
+  const size_t host_len = (size_t)(strchr(at, ':') - at);
+  CHECK(host_len < sizeof host, "COLL_BOOTSTRAP=%s", at);
+  memcpy(host, at, host_len);
+  host[host_len] = '\0';
+  struct sockaddr_in address;
+  memset(&address, 0, sizeof address);
+  address.sin_family = AF_INET;
+  address.sin_port = htons((uint16_t)atoi(strchr(at, ':') + 1));
+  CHECK(inet_pton(AF_INET, host, &address.sin_addr) == 1, "COLL_BOOTSTRAP=%s", at);
+  /* type 99, length 0: not a hello */
+  const unsigned char frame[12] = {99};
+  int answered = 0;
+  for (int i = 0; i < connections; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0, "socket");
+    struct timeval two_seconds = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof two_seconds);
+    CHECK(connect(fd, (struct sockaddr *)&address, sizeof address) == 0, "connect to %s", at);
+    CHECK(write(fd, frame, sizeof frame) == (ssize_t)sizeof frame, "write");
+    /* Until collrun closes it (its challenge and its refusal come first),
+     * so that each connection was seen before the next. */
+    char sink[512];
+    ssize_t n;
+    while ((n = read(fd, sink, sizeof sink)) > 0) {
+    }
+    answered += n == 0;
+    close(fd);
+  }
+  printf("rank 0: %d connections sent a bad frame, %d closed by collrun\n", connections, answered);
+  CHECK(answered > connections / 2, "collrun closed only %d of %d connections", answered,
+        connections);
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "knobs") == 0) test_knobs(&argc, &argv);
@@ -333,8 +381,13 @@ int main(int argc, char **argv) {
     test_requests();
   else if (strcmp(mode, "knobs") == 0)
     world_still_works();
-  else
-    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing, requests, knobs)", mode);
+  else if (strcmp(mode, "flood") == 0) {
+    if (g_rank == 0) flood(argc > 2 ? atoi(argv[2]) : 300);
+    OK(coll_barrier(g_world));
+    world_still_works();
+  } else {
+    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing, requests, knobs, flood)", mode);
+  }
   OK(coll_finalize());
   if (g_rank == 0) printf("hardening_test %s: ok\n", mode);
   return 0;
