@@ -2,6 +2,7 @@
 // choice among their algorithms.
 #include <coll/coll.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -116,19 +117,21 @@ void check_datatype(Args& a, const char* name) {
 // bits, riscv64 sv57 56, ppc64 52), so a larger byte count, or a buffer
 // whose end lies past it, is not memory: refused before the algorithm reads
 // or writes past what was given (2^61 bytes passed PTRDIFF_MAX's test and
-// read past the buffer). Elsewhere, PTRDIFF_MAX: no object is larger.
+// read past the buffer). Elsewhere only a buffer whose end wraps is
+// refused. And no object is larger than PTRDIFF_MAX.
 #if defined(__x86_64__) || defined(__aarch64__) || defined(__riscv) || defined(__powerpc64__)
 constexpr uintptr_t kAddressEnd = uintptr_t{1} << 56;
 #else
-constexpr uintptr_t kAddressEnd = uintptr_t(PTRDIFF_MAX);
+constexpr uintptr_t kAddressEnd = UINTPTR_MAX;
 #endif
+constexpr size_t kMaxBytes = std::min<uintmax_t>(kAddressEnd, PTRDIFF_MAX);
 
 // Whether count elements (x multiplier) are more bytes than the address
 // space holds. A multiplication that reports overflow, not a division: two
 // 64-bit divisions were a tenth of the instructions' time of a small call.
 bool too_many_elements(const Args& a, size_t count, size_t multiplier = 1) {
   size_t bytes = 0;
-  return __builtin_mul_overflow(count, a.elem_size * multiplier, &bytes) || bytes > kAddressEnd;
+  return __builtin_mul_overflow(count, a.elem_size * multiplier, &bytes) || bytes > kMaxBytes;
 }
 
 // The element size, and the byte count, checked against overflow.
@@ -176,8 +179,9 @@ void check_buffer(const void* buf, size_t bytes, const char* name, const char* w
          what);
   if (bytes == 0) return;
   if (!buf) fail(COLL_ERR_INVALID_ARG, "%s: NULL %s with %zu bytes", name, what, bytes);
-  const auto start = reinterpret_cast<uintptr_t>(buf);
-  if (start > kAddressEnd || bytes > kAddressEnd - start)
+  // (bytes > 0 here: a start past the end leaves room for none.)
+  const uintptr_t start = std::min(reinterpret_cast<uintptr_t>(buf), kAddressEnd);
+  if (bytes > kAddressEnd - start)
     fail(COLL_ERR_INVALID_ARG, "%s: %s %p + %zu bytes exceeds the address space", name, what, buf,
          bytes);
 }
@@ -204,7 +208,7 @@ Extent check_blocks(const Args& a, int size, const char* name, const char* count
                     const size_t* counts, const char* displs_name, const size_t* displs) {
   check_array(counts, name, counts_name);
   if (displs_name) check_array(displs, name, displs_name);
-  const size_t limit = size_t(kAddressEnd) / a.elem_size;  // elements (one division a call)
+  const size_t limit = kMaxBytes / a.elem_size;  // elements (one division a call)
   Extent e;
   bool any = false;
   for (int i = 0; i < size; ++i) {
