@@ -2,6 +2,7 @@
 // choice among their algorithms.
 #include <coll/coll.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -111,22 +112,38 @@ void check_datatype(Args& a, const char* name) {
   a.elem_size = datatype_size(a.datatype);
 }
 
-// No buffer is larger than half the address space (PTRDIFF_MAX): whether
-// count elements (x multiplier) would be. A multiplication that reports
-// overflow, not a division: two 64-bit divisions were a tenth of the
-// instructions' time of a small call.
+// Where user memory ends. No 64-bit Linux gives a process more than 2^56
+// bytes of address space (x86-64 with 5-level paging; arm64 has at most 52
+// bits, riscv64 sv57 56, ppc64 52), so a larger byte count, or a buffer
+// whose end lies past it, is not memory: refused before the algorithm reads
+// or writes past what was given (2^61 bytes passed PTRDIFF_MAX's test and
+// read past the buffer). Elsewhere only a buffer whose end wraps is
+// refused. And no object is larger than PTRDIFF_MAX.
+#if defined(__x86_64__) || defined(__aarch64__) || defined(__riscv) || defined(__powerpc64__)
+constexpr uintptr_t kAddressEnd = uintptr_t{1} << 56;
+#else
+constexpr uintptr_t kAddressEnd = UINTPTR_MAX;
+#endif
+constexpr size_t kMaxBytes = std::min<uintmax_t>(kAddressEnd, PTRDIFF_MAX);
+
+// Whether count elements (x multiplier) are more bytes than the address
+// space holds. A multiplication that reports overflow, not a division: two
+// 64-bit divisions were a tenth of the instructions' time of a small call.
 bool too_many_elements(const Args& a, size_t count, size_t multiplier = 1) {
   size_t bytes = 0;
-  return __builtin_mul_overflow(count, a.elem_size * multiplier, &bytes) ||
-         bytes > size_t(PTRDIFF_MAX);
+  return __builtin_mul_overflow(count, a.elem_size * multiplier, &bytes) || bytes > kMaxBytes;
 }
 
 // The element size, and the byte count, checked against overflow.
 void check_count(Args& a, const char* name, size_t multiplier = 1) {
   check_datatype(a, name);
-  if (too_many_elements(a, a.count, multiplier))
-    fail(COLL_ERR_INVALID_ARG, "%s: count %zu of %s (x %zu) overflows the address space", name,
-         a.count, datatype_name(a.datatype), multiplier);
+  if (too_many_elements(a, a.count, multiplier)) {
+    if (multiplier == 1)
+      fail(COLL_ERR_INVALID_ARG, "%s: count %zu x %zu bytes exceeds the address space", name,
+           a.count, a.elem_size);
+    fail(COLL_ERR_INVALID_ARG, "%s: count %zu x %zu bytes x %zu ranks exceeds the address space",
+         name, a.count, a.elem_size, multiplier);
+  }
   a.bytes = a.count * a.elem_size;
   a.select_bytes = a.bytes;
 }
@@ -134,8 +151,8 @@ void check_count(Args& a, const char* name, size_t multiplier = 1) {
 // A count of its own (sendcount, recvcount), checked the same way.
 void check_scalar_count(const Args& a, const char* name, const char* what, size_t count) {
   if (too_many_elements(a, count))
-    fail(COLL_ERR_INVALID_ARG, "%s: %s %zu of %s overflows the address space", name, what, count,
-         datatype_name(a.datatype));
+    fail(COLL_ERR_INVALID_ARG, "%s: %s %zu x %zu bytes exceeds the address space", name, what,
+         count, a.elem_size);
 }
 
 void check_op(Args& a, const char* name) {
@@ -151,9 +168,31 @@ void check_root(const Args& a, int size, const char* name) {
     fail(COLL_ERR_INVALID_ARG, "%s: root %d out of range [0, %d)", name, a.root, size);
 }
 
-void null_check(const void* buf, size_t bytes, const char* name, const char* what) {
-  if (bytes > 0 && !buf)
-    fail(COLL_ERR_INVALID_ARG, "%s: NULL %s with %zu bytes", name, what, bytes);
+// One buffer argument, after COLL_IN_PLACE was resolved where the
+// collective takes it: one still COLL_IN_PLACE is in an argument that does
+// not take it (refused at any count, so that every rank passing it is told
+// alike); with bytes to move it must not be NULL, and it must end within the
+// address space (a hostile pointer near the top would wrap).
+void check_buffer(const void* buf, size_t bytes, const char* name, const char* what) {
+  if (buf == COLL_IN_PLACE)
+    fail(COLL_ERR_INVALID_ARG, "%s: COLL_IN_PLACE passed as %s, which does not take it", name,
+         what);
+  if (bytes == 0) return;
+  if (!buf) fail(COLL_ERR_INVALID_ARG, "%s: NULL %s with %zu bytes", name, what, bytes);
+  // (bytes > 0 here: a start past the end leaves room for none.)
+  const uintptr_t start = std::min(reinterpret_cast<uintptr_t>(buf), kAddressEnd);
+  if (bytes > kAddressEnd - start)
+    fail(COLL_ERR_INVALID_ARG, "%s: %s %p + %zu bytes exceeds the address space", name, what, buf,
+         bytes);
+}
+
+// A counts or displacements array: read before anything else, so
+// COLL_IN_PLACE there (address 1) must not be.
+void check_array(const size_t* array, const char* name, const char* what) {
+  if (!array) fail(COLL_ERR_INVALID_ARG, "%s: NULL %s", name, what);
+  if (static_cast<const void*>(array) == COLL_IN_PLACE)
+    fail(COLL_ERR_INVALID_ARG, "%s: COLL_IN_PLACE passed as %s, which does not take it", name,
+         what);
 }
 
 // The blocks of a v-collective's buffer: counts[i] elements at displs[i],
@@ -167,23 +206,23 @@ struct Extent {
 
 Extent check_blocks(const Args& a, int size, const char* name, const char* counts_name,
                     const size_t* counts, const char* displs_name, const size_t* displs) {
-  if (!counts) fail(COLL_ERR_INVALID_ARG, "%s: NULL %s", name, counts_name);
-  if (displs_name && !displs) fail(COLL_ERR_INVALID_ARG, "%s: NULL %s", name, displs_name);
-  const size_t limit = size_t(PTRDIFF_MAX) / a.elem_size;  // elements (one division a call)
+  check_array(counts, name, counts_name);
+  if (displs_name) check_array(displs, name, displs_name);
+  const size_t limit = kMaxBytes / a.elem_size;  // elements (one division a call)
   Extent e;
   bool any = false;
   for (int i = 0; i < size; ++i) {
     const size_t c = counts[i];
     if (c > limit || e.total + c > limit)
-      fail(COLL_ERR_INVALID_ARG, "%s: %s[%d] = %zu of %s overflows the address space (sum %zu)",
-           name, counts_name, i, c, datatype_name(a.datatype), e.total);
+      fail(COLL_ERR_INVALID_ARG, "%s: %s[%d] = %zu (sum %zu) x %zu bytes exceeds the address space",
+           name, counts_name, i, c, e.total, a.elem_size);
     e.total += c;
     if (!displs || c == 0) continue;
     const size_t d = displs[i];
     if (d > limit || c > limit - d)
       fail(COLL_ERR_INVALID_ARG,
-           "%s: %s[%d] = %zu + %s[%d] = %zu of %s overflows the address space", name, displs_name,
-           i, d, counts_name, i, c, datatype_name(a.datatype));
+           "%s: %s[%d] = %zu + %s[%d] = %zu x %zu bytes exceeds the address space", name,
+           displs_name, i, d, counts_name, i, c, a.elem_size);
     const size_t lo = d * a.elem_size, hi = (d + c) * a.elem_size;
     e.lo = any ? std::min(e.lo, lo) : lo;
     e.hi = any ? std::max(e.hi, hi) : hi;
@@ -195,16 +234,33 @@ Extent check_blocks(const Args& a, int size, const char* name, const char* count
 char* at(void* buf, size_t bytes) { return static_cast<char*>(buf) + bytes; }
 const char* at(const void* buf, size_t bytes) { return static_cast<const char*>(buf) + bytes; }
 
+// Aliasing is judged by rules that every rank evaluates alike on alike
+// arguments, never by where this rank's own block lies (allgather(buf, buf)
+// was accepted at rank 0 only, whose block starts at buf, and the others'
+// refusal left it alone in the call):
+//  - allreduce, reduce, scan, exscan: sendbuf == recvbuf means in place;
+//    any other overlap is refused.
+//  - the others: sendbuf == recvbuf (not NULL) is refused whatever the
+//    counts, and so is any byte that the data sent shares with the data
+//    received; COLL_IN_PLACE is the way to work in place.
+void refuse_same_buffer(const void* sendbuf, const void* recvbuf, const char* name) {
+  if (sendbuf && sendbuf == recvbuf)
+    fail(COLL_ERR_INVALID_ARG,
+         "%s: sendbuf == recvbuf (pass COLL_IN_PLACE, where the collective takes it, to work in "
+         "place)",
+         name);
+}
+
 void check_allreduce(Args& a, int /*size*/, int /*rank*/) {
-  check_count(a, "allreduce");
-  check_op(a, "allreduce");
+  const char* name = "allreduce";
+  check_count(a, name);
+  check_op(a, name);
+  check_buffer(a.recvbuf, a.bytes, name, "recvbuf");
   if (a.sendbuf == COLL_IN_PLACE) {
     a.sendbuf = a.recvbuf;
     a.in_place = true;
   }
-  if (a.count > 0 && (!a.recvbuf || !a.sendbuf))
-    fail(COLL_ERR_INVALID_ARG, "allreduce: NULL %s with count %zu",
-         a.recvbuf ? "sendbuf" : "recvbuf", a.count);
+  check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
   if (a.sendbuf != a.recvbuf && overlaps(a.sendbuf, a.recvbuf, a.bytes))
     fail(COLL_ERR_INVALID_ARG,
          "allreduce: sendbuf and recvbuf overlap (use COLL_IN_PLACE to reduce in place)");
@@ -213,8 +269,7 @@ void check_allreduce(Args& a, int /*size*/, int /*rank*/) {
 void check_bcast(Args& a, int size, int /*rank*/) {
   check_count(a, "bcast");
   check_root(a, size, "bcast");
-  if (a.count > 0 && !a.recvbuf)
-    fail(COLL_ERR_INVALID_ARG, "bcast: NULL buffer with count %zu", a.count);
+  check_buffer(a.recvbuf, a.bytes, "bcast", "buffer");
 }
 
 void check_barrier(Args& a, int /*size*/, int /*rank*/) {
@@ -223,17 +278,18 @@ void check_barrier(Args& a, int /*size*/, int /*rank*/) {
 }
 
 void check_allgather(Args& a, int size, int rank) {
-  check_count(a, "allgather", size_t(size));
-  if (a.count > 0 && !a.recvbuf)
-    fail(COLL_ERR_INVALID_ARG, "allgather: NULL recvbuf with count %zu", a.count);
-  char* own = static_cast<char*>(a.recvbuf) + size_t(rank) * a.bytes;
+  const char* name = "allgather";
+  check_count(a, name, size_t(size));
+  const size_t all = a.bytes * size_t(size);
+  check_buffer(a.recvbuf, all, name, "recvbuf");
   if (a.sendbuf == COLL_IN_PLACE) {
-    a.sendbuf = own;
+    a.sendbuf = at(a.recvbuf, size_t(rank) * a.bytes);
     a.in_place = true;
+    return;
   }
-  if (a.count > 0 && !a.sendbuf)
-    fail(COLL_ERR_INVALID_ARG, "allgather: NULL sendbuf with count %zu", a.count);
-  if (a.sendbuf != own && ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, a.bytes * size_t(size)))
+  check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  if (ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, all))
     fail(COLL_ERR_INVALID_ARG, "allgather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
 }
 
@@ -243,18 +299,21 @@ void check_vector_reduction(Args& a, const char* name, bool rooted, int size, in
   check_op(a, name);
   if (rooted) check_root(a, size, name);
   const bool gets_result = !rooted || rank == a.root;
+  // recvbuf is significant at the root only, but COLL_IN_PLACE is never
+  // a reduce's recvbuf: refused on every rank that passes it.
+  check_buffer(a.recvbuf, gets_result ? a.bytes : 0, name, "recvbuf");
+  if (!gets_result) a.recvbuf = nullptr;
   if (a.sendbuf == COLL_IN_PLACE) {
     if (!gets_result)
-      fail(COLL_ERR_INVALID_ARG, "%s: COLL_IN_PLACE at rank %d, which is not the root (%d)", name,
-           rank, a.root);
+      fail(COLL_ERR_INVALID_ARG,
+           "%s: COLL_IN_PLACE passed as sendbuf at rank %d, which is not the root (%d)", name, rank,
+           a.root);
     a.sendbuf = a.recvbuf;
     a.in_place = true;
   }
-  if (!gets_result) a.recvbuf = nullptr;  // significant at the root only
   // As for allreduce, passing the same buffer twice means in place.
   if (gets_result && a.sendbuf == a.recvbuf) a.in_place = true;
-  null_check(a.sendbuf, a.bytes, name, "sendbuf");
-  if (gets_result) null_check(a.recvbuf, a.bytes, name, "recvbuf");
+  check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
   if (gets_result && a.sendbuf != a.recvbuf && overlaps(a.sendbuf, a.recvbuf, a.bytes))
     fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
 }
@@ -272,7 +331,7 @@ void check_allgatherv(Args& a, int size, int rank) {
   const char* name = "allgatherv";
   check_datatype(a, name);
   const Extent e = check_blocks(a, size, name, "recvcounts", a.recvcounts, "displs", a.rdispls);
-  null_check(a.recvbuf, e.bytes(), name, "recvbuf");
+  check_buffer(a.recvbuf, e.hi, name, "recvbuf");
   const size_t own = a.recvcounts[rank];
   if (a.sendbuf == COLL_IN_PLACE) {
     a.sendbuf = own ? at(a.recvbuf, a.rdispls[rank] * a.elem_size) : a.recvbuf;
@@ -283,7 +342,8 @@ void check_allgatherv(Args& a, int size, int rank) {
     if (a.sendcount != own)
       fail(COLL_ERR_INVALID_ARG, "allgatherv: rank %d sends %zu elements but recvcounts[%d] = %zu",
            rank, a.sendcount, rank, own);
-    null_check(a.sendbuf, own * a.elem_size, name, "sendbuf");
+    check_buffer(a.sendbuf, own * a.elem_size, name, "sendbuf");
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
     if (ranges_overlap(a.sendbuf, own * a.elem_size, at(a.recvbuf, e.lo), e.bytes()))
       fail(COLL_ERR_INVALID_ARG, "allgatherv: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
   }
@@ -298,12 +358,15 @@ void check_reduce_scatter_block(Args& a, int size, int /*rank*/) {
   check_op(a, name);
   const size_t input = a.bytes * size_t(size);
   if (a.sendbuf == COLL_IN_PLACE) {
+    check_buffer(a.recvbuf, input, name, "recvbuf");
     a.sendbuf = a.recvbuf;
     a.in_place = true;
+    return;
   }
-  null_check(a.sendbuf, input, name, "sendbuf");
-  null_check(a.recvbuf, a.bytes, name, "recvbuf");
-  if (!a.in_place && ranges_overlap(a.sendbuf, input, a.recvbuf, a.bytes))
+  check_buffer(a.recvbuf, a.bytes, name, "recvbuf");
+  check_buffer(a.sendbuf, input, name, "sendbuf");
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  if (ranges_overlap(a.sendbuf, input, a.recvbuf, a.bytes))
     fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
 }
 
@@ -317,10 +380,13 @@ void check_reduce_scatter(Args& a, int size, int rank) {
     a.sendbuf = a.recvbuf;
     a.in_place = true;
   }
-  null_check(a.sendbuf, input, name, "sendbuf");
-  null_check(a.recvbuf, a.in_place ? input : own, name, "recvbuf");
-  if (!a.in_place && ranges_overlap(a.sendbuf, input, a.recvbuf, own))
-    fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
+  check_buffer(a.recvbuf, a.in_place ? input : own, name, "recvbuf");
+  check_buffer(a.sendbuf, input, name, "sendbuf");
+  if (!a.in_place) {
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+    if (ranges_overlap(a.sendbuf, input, a.recvbuf, own))
+      fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
+  }
   a.count = e.total;
   a.recvcount = a.recvcounts[rank];  // for buffers(), which is not told the rank
   a.bytes = input;
@@ -333,20 +399,27 @@ void check_gather(Args& a, int size, int rank) {
   check_root(a, size, name);
   if (rank != a.root) {
     if (a.sendbuf == COLL_IN_PLACE)
-      fail(COLL_ERR_INVALID_ARG, "gather: COLL_IN_PLACE at rank %d, which is not the root (%d)",
-           rank, a.root);
-    a.recvbuf = nullptr;  // significant at the root only
-    null_check(a.sendbuf, a.bytes, name, "sendbuf");
+      fail(COLL_ERR_INVALID_ARG,
+           "gather: COLL_IN_PLACE passed as sendbuf at rank %d, which is not the root (%d)", rank,
+           a.root);
+    // recvbuf is significant at the root only; these two are judged as
+    // there, so that gather(buf, buf) is refused on every rank.
+    check_buffer(a.recvbuf, 0, name, "recvbuf");
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+    a.recvbuf = nullptr;
+    check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
     return;
   }
-  null_check(a.recvbuf, a.bytes, name, "recvbuf");
-  char* own = at(a.recvbuf, size_t(rank) * a.bytes);
+  const size_t all = a.bytes * size_t(size);
+  check_buffer(a.recvbuf, all, name, "recvbuf");
   if (a.sendbuf == COLL_IN_PLACE) {
-    a.sendbuf = own;
+    a.sendbuf = at(a.recvbuf, size_t(rank) * a.bytes);
     a.in_place = true;
+    return;
   }
-  null_check(a.sendbuf, a.bytes, name, "sendbuf");
-  if (a.sendbuf != own && ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, a.bytes * size_t(size)))
+  check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  if (ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, all))
     fail(COLL_ERR_INVALID_ARG, "gather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
 }
 
@@ -356,10 +429,13 @@ void check_gatherv(Args& a, int size, int rank) {
   check_root(a, size, name);
   if (rank != a.root) {
     if (a.sendbuf == COLL_IN_PLACE)
-      fail(COLL_ERR_INVALID_ARG, "gatherv: COLL_IN_PLACE at rank %d, which is not the root (%d)",
-           rank, a.root);
+      fail(COLL_ERR_INVALID_ARG,
+           "gatherv: COLL_IN_PLACE passed as sendbuf at rank %d, which is not the root (%d)", rank,
+           a.root);
     check_scalar_count(a, name, "sendcount", a.sendcount);
-    null_check(a.sendbuf, a.sendcount * a.elem_size, name, "sendbuf");
+    check_buffer(a.sendbuf, a.sendcount * a.elem_size, name, "sendbuf");
+    check_buffer(a.recvbuf, 0, name, "recvbuf");  // as in gather
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
     // Significant at the root only.
     a.recvbuf = nullptr;
     a.recvcounts = a.rdispls = nullptr;
@@ -368,7 +444,7 @@ void check_gatherv(Args& a, int size, int rank) {
     return;
   }
   const Extent e = check_blocks(a, size, name, "recvcounts", a.recvcounts, "displs", a.rdispls);
-  null_check(a.recvbuf, e.bytes(), name, "recvbuf");
+  check_buffer(a.recvbuf, e.hi, name, "recvbuf");
   const size_t own = a.recvcounts[rank];
   if (a.sendbuf == COLL_IN_PLACE) {
     a.sendbuf = own ? at(a.recvbuf, a.rdispls[rank] * a.elem_size) : a.recvbuf;
@@ -379,7 +455,8 @@ void check_gatherv(Args& a, int size, int rank) {
     if (a.sendcount != own)
       fail(COLL_ERR_INVALID_ARG, "gatherv: the root sends %zu elements but recvcounts[%d] = %zu",
            a.sendcount, rank, own);
-    null_check(a.sendbuf, own * a.elem_size, name, "sendbuf");
+    check_buffer(a.sendbuf, own * a.elem_size, name, "sendbuf");
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
     if (ranges_overlap(a.sendbuf, own * a.elem_size, at(a.recvbuf, e.lo), e.bytes()))
       fail(COLL_ERR_INVALID_ARG, "gatherv: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
   }
@@ -392,23 +469,28 @@ void check_scatter(Args& a, int size, int rank) {
   check_count(a, name, size_t(size));
   check_root(a, size, name);
   if (a.sendbuf == COLL_IN_PLACE)
-    fail(COLL_ERR_INVALID_ARG, "scatter: COLL_IN_PLACE is recvbuf's (at the root), not sendbuf's");
+    fail(COLL_ERR_INVALID_ARG,
+         "scatter: COLL_IN_PLACE passed as sendbuf (it is recvbuf's, at the root)");
   if (rank != a.root) {
     if (a.recvbuf == COLL_IN_PLACE)
-      fail(COLL_ERR_INVALID_ARG, "scatter: COLL_IN_PLACE at rank %d, which is not the root (%d)",
-           rank, a.root);
+      fail(COLL_ERR_INVALID_ARG,
+           "scatter: COLL_IN_PLACE passed as recvbuf at rank %d, which is not the root (%d)", rank,
+           a.root);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);  // as in gather
     a.sendbuf = nullptr;  // significant at the root only
-    null_check(a.recvbuf, a.bytes, name, "recvbuf");
+    check_buffer(a.recvbuf, a.bytes, name, "recvbuf");
     return;
   }
-  null_check(a.sendbuf, a.bytes, name, "sendbuf");
-  const char* own = at(a.sendbuf, size_t(rank) * a.bytes);
+  const size_t all = a.bytes * size_t(size);
+  check_buffer(a.sendbuf, all, name, "sendbuf");
   if (a.recvbuf == COLL_IN_PLACE) {
-    a.recvbuf = const_cast<char*>(own);
+    a.recvbuf = const_cast<char*>(at(a.sendbuf, size_t(rank) * a.bytes));
     a.in_place = true;
+    return;
   }
-  null_check(a.recvbuf, a.bytes, name, "recvbuf");
-  if (a.recvbuf != own && ranges_overlap(a.recvbuf, a.bytes, a.sendbuf, a.bytes * size_t(size)))
+  check_buffer(a.recvbuf, a.bytes, name, "recvbuf");
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  if (ranges_overlap(a.recvbuf, a.bytes, a.sendbuf, all))
     fail(COLL_ERR_INVALID_ARG, "scatter: recvbuf overlaps sendbuf (use COLL_IN_PLACE)");
 }
 
@@ -417,13 +499,16 @@ void check_scatterv(Args& a, int size, int rank) {
   check_datatype(a, name);
   check_root(a, size, name);
   if (a.sendbuf == COLL_IN_PLACE)
-    fail(COLL_ERR_INVALID_ARG, "scatterv: COLL_IN_PLACE is recvbuf's (at the root), not sendbuf's");
+    fail(COLL_ERR_INVALID_ARG,
+         "scatterv: COLL_IN_PLACE passed as sendbuf (it is recvbuf's, at the root)");
   if (rank != a.root) {
     if (a.recvbuf == COLL_IN_PLACE)
-      fail(COLL_ERR_INVALID_ARG, "scatterv: COLL_IN_PLACE at rank %d, which is not the root (%d)",
-           rank, a.root);
+      fail(COLL_ERR_INVALID_ARG,
+           "scatterv: COLL_IN_PLACE passed as recvbuf at rank %d, which is not the root (%d)", rank,
+           a.root);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);  // as in gather
     check_scalar_count(a, name, "recvcount", a.recvcount);
-    null_check(a.recvbuf, a.recvcount * a.elem_size, name, "recvbuf");
+    check_buffer(a.recvbuf, a.recvcount * a.elem_size, name, "recvbuf");
     // Significant at the root only.
     a.sendbuf = nullptr;
     a.sendcounts = a.sdispls = nullptr;
@@ -432,7 +517,7 @@ void check_scatterv(Args& a, int size, int rank) {
     return;
   }
   const Extent e = check_blocks(a, size, name, "sendcounts", a.sendcounts, "displs", a.sdispls);
-  null_check(a.sendbuf, e.bytes(), name, "sendbuf");
+  check_buffer(a.sendbuf, e.hi, name, "sendbuf");
   const size_t own = a.sendcounts[rank];
   if (a.recvbuf == COLL_IN_PLACE) {
     a.recvbuf = const_cast<void*>(own ? at(a.sendbuf, a.sdispls[rank] * a.elem_size) : a.sendbuf);
@@ -444,7 +529,8 @@ void check_scatterv(Args& a, int size, int rank) {
       fail(COLL_ERR_INVALID_ARG,
            "scatterv: the root receives %zu elements but sendcounts[%d] = %zu", a.recvcount, rank,
            own);
-    null_check(a.recvbuf, own * a.elem_size, name, "recvbuf");
+    check_buffer(a.recvbuf, own * a.elem_size, name, "recvbuf");
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
     if (ranges_overlap(a.recvbuf, own * a.elem_size, at(a.sendbuf, e.lo), e.bytes()))
       fail(COLL_ERR_INVALID_ARG, "scatterv: recvbuf overlaps sendbuf (use COLL_IN_PLACE)");
   }
@@ -456,13 +542,15 @@ void check_alltoall(Args& a, int size, int /*rank*/) {
   const char* name = "alltoall";
   check_count(a, name, size_t(size));
   const size_t all = a.bytes * size_t(size);
+  check_buffer(a.recvbuf, all, name, "recvbuf");
   if (a.sendbuf == COLL_IN_PLACE) {
     a.sendbuf = a.recvbuf;
     a.in_place = true;
+    return;
   }
-  null_check(a.sendbuf, all, name, "sendbuf");
-  null_check(a.recvbuf, all, name, "recvbuf");
-  if (!a.in_place && ranges_overlap(a.sendbuf, all, a.recvbuf, all))
+  check_buffer(a.sendbuf, all, name, "sendbuf");
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  if (ranges_overlap(a.sendbuf, all, a.recvbuf, all))
     fail(COLL_ERR_INVALID_ARG, "alltoall: sendbuf and recvbuf overlap (use COLL_IN_PLACE)");
 }
 
@@ -470,7 +558,7 @@ void check_alltoallv(Args& a, int size, int rank) {
   const char* name = "alltoallv";
   check_datatype(a, name);
   const Extent re = check_blocks(a, size, name, "recvcounts", a.recvcounts, "rdispls", a.rdispls);
-  null_check(a.recvbuf, re.bytes(), name, "recvbuf");
+  check_buffer(a.recvbuf, re.hi, name, "recvbuf");
   Extent se = re;
   if (a.sendbuf == COLL_IN_PLACE) {
     // The data to send is where the received data goes.
@@ -480,12 +568,13 @@ void check_alltoallv(Args& a, int size, int rank) {
     a.in_place = true;
   } else {
     se = check_blocks(a, size, name, "sendcounts", a.sendcounts, "sdispls", a.sdispls);
-    null_check(a.sendbuf, se.bytes(), name, "sendbuf");
+    check_buffer(a.sendbuf, se.hi, name, "sendbuf");
     if (a.sendcounts[rank] != a.recvcounts[rank])
       fail(COLL_ERR_INVALID_ARG,
            "alltoallv: rank %d sends itself %zu elements (sendcounts[%d]) but receives %zu "
            "(recvcounts[%d])",
            rank, a.sendcounts[rank], rank, a.recvcounts[rank], rank);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
     if (ranges_overlap(at(a.sendbuf, se.lo), se.bytes(), at(a.recvbuf, re.lo), re.bytes()))
       fail(COLL_ERR_INVALID_ARG, "alltoallv: sendbuf and recvbuf overlap (use COLL_IN_PLACE)");
   }

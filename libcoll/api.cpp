@@ -9,11 +9,13 @@
 // generation and gets COLL_ERR_INVALID_ARG, never a crash.
 #include <coll/coll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +65,11 @@ struct RequestEntry {
   std::unique_ptr<coll::Operation> op;
   coll_comm_t comm = COLL_COMM_NULL;
   std::string last_error;
+  // A persistent request from its coll_start until a wait or test returns
+  // its completion. Not op.complete: an activation may complete inside
+  // coll_start on one rank and not on another, and a second coll_start
+  // must be refused on every rank alike, before anything is sent.
+  bool active = false;
 };
 
 // Never destroyed: a process that exits without coll_finalize (or from a
@@ -178,9 +185,24 @@ int raw_enum(const Enum& e) {
   return v;
 }
 
-int bad_handle(const char* what) {
+// Every COLL_ERR_INVALID_ARG carries a message: COLL_COMM_NULL's (the
+// handle may be bad), and the communicator's where one is known, since
+// that is where a caller looks (coll_comm_last_error(comm)).
+int bad_handle(const std::string& what) {
   g_init_error = what;
   return COLL_ERR_INVALID_ARG;
+}
+
+int comm_error(coll_comm_t comm, const std::string& what) {
+  if (CommEntry* e = comm != COLL_COMM_NULL ? g_comms.get(comm) : nullptr) e->last_error = what;
+  return bad_handle(what);
+}
+
+// A failed wait, test or free of a request: its message also on its
+// communicator, if that is still alive.
+void copy_request_error(const RequestEntry& r) {
+  if (CommEntry* c = g_comms.get(r.comm)) c->last_error = r.last_error;
+  g_init_error = r.last_error;
 }
 
 // One thread at a time may be inside a call that starts operations on a
@@ -280,10 +302,14 @@ int complete_request(coll_request_t* request, bool block, int* flag) {
     else
       ctx.test(op);
   });
-  if (status) return status;
+  if (status) {
+    copy_request_error(*r);
+    return status;
+  }
   const bool done = op.complete;
   if (flag) *flag = done;
   if (!done) return COLL_SUCCESS;
+  r->active = false;
   status = op.status;
   if (status) {
     r->last_error = op.message;
@@ -294,6 +320,28 @@ int complete_request(coll_request_t* request, bool block, int* flag) {
     *request = COLL_REQUEST_NULL;
   }
   return status;
+}
+
+// The first pair of equal requests (not COLL_REQUEST_NULL) in a waitall
+// list, as indices. Lists are short: a quadratic scan allocates nothing;
+// long ones are sorted.
+std::optional<std::pair<size_t, size_t>> find_duplicate(size_t count,
+                                                        const coll_request_t requests[]) {
+  if (count <= 32) {
+    for (size_t i = 1; i < count; ++i)
+      for (size_t j = 0; j < i && requests[i] != COLL_REQUEST_NULL; ++j)
+        if (requests[j] == requests[i]) return std::pair{j, i};
+    return std::nullopt;
+  }
+  std::vector<std::pair<coll_request_t, size_t>> sorted;
+  sorted.reserve(count);
+  for (size_t i = 0; i < count; ++i)
+    if (requests[i] != COLL_REQUEST_NULL) sorted.emplace_back(requests[i], i);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 1; k < sorted.size(); ++k)
+    if (sorted[k].first == sorted[k - 1].first)
+      return std::pair{sorted[k - 1].second, sorted[k].second};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -344,7 +392,7 @@ int coll_finalize(void) {
 }
 
 int coll_initialized(int* flag) {
-  if (!flag) return COLL_ERR_INVALID_ARG;
+  if (!flag) return bad_handle("coll_initialized: NULL flag");
   *flag = g_initialized.load();
   return COLL_SUCCESS;
 }
@@ -415,7 +463,7 @@ int coll_comm_free(coll_comm_t* comm) {
   if (!comm) return bad_handle("coll_comm_free: NULL pointer");
   if (*comm == COLL_COMM_NULL) return bad_handle("coll_comm_free: COLL_COMM_NULL");
   if (*comm == g_world)
-    return bad_handle("coll_comm_free: the world communicator is freed by coll_finalize");
+    return comm_error(*comm, "coll_comm_free: the world communicator is freed by coll_finalize");
   CommEntry* e = g_comms.get(*comm);
   if (!e) return bad_handle("coll_comm_free: not a communicator handle (freed already?)");
   int status = guarded(e->last_error, [&] {
@@ -807,6 +855,18 @@ int coll_wait(coll_request_t* request) { return complete_request(request, true, 
 
 int coll_waitall(size_t count, coll_request_t requests[]) {
   if (count > 0 && !requests) return bad_handle("coll_waitall: NULL requests with count > 0");
+  // A request listed twice would be completed (and, unless persistent,
+  // freed) by its first wait and found stale by its second: refused before
+  // anything is waited for, so that every request stays as it was.
+  if (const auto twice = find_duplicate(count, requests)) {
+    const auto [first_index, second_index] = *twice;
+    const std::string why = coll::strfmt(
+        "coll_waitall: requests[%zu] and requests[%zu] are the same request (each may be listed "
+        "once)",
+        first_index, second_index);
+    RequestEntry* r = g_requests.get(requests[first_index]);
+    return r ? comm_error(r->comm, why) : bad_handle(why);
+  }
   // Each is waited for in turn; every wait advances them all, so the order
   // does not matter. The first failure is returned, after all are done.
   int first = COLL_SUCCESS;
@@ -824,15 +884,24 @@ int coll_start(coll_request_t request) {
   if (!r) return bad_handle("coll_start: not a request handle (freed, or from before coll_finalize)");
   coll::Operation& op = *r->op;
   if (!op.persistent)
-    return bad_handle("coll_start: not a persistent request (made by coll_*_init)");
-  if (!op.complete) return bad_handle("coll_start: the request is active (wait for it first)");
+    return comm_error(r->comm, "coll_start: not a persistent request (made by coll_*_init)");
+  // A local state check, so every rank that starts twice is refused alike
+  // and sends nothing; the activation under way is untouched and its wait
+  // completes it.
+  if (r->active)
+    return comm_error(
+        r->comm,
+        "coll_start: the request is active (started, and not yet completed by "
+        "coll_wait, coll_test or coll_waitall): complete it before starting it again");
   if (!op.comm) return bad_handle("coll_start: the request's communicator has been freed");
-  return on_comm(r->comm, [&](CommEntry&, coll::Communicator& c) {
+  const int status = on_comm(r->comm, [&](CommEntry&, coll::Communicator& c) {
     EntryGuard guard(c);
     std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
     if (c.context().locking()) l.lock();
     c.start(op);
   });
+  if (status == COLL_SUCCESS) r->active = true;
+  return status;
 }
 
 int coll_request_free(coll_request_t* request) {
@@ -845,6 +914,7 @@ int coll_request_free(coll_request_t* request) {
   int status = COLL_SUCCESS;
   // An active request is completed first: its buffers are in use.
   if (!op.complete) status = guarded(r->last_error, [&] { op.comm->context().wait(op); });
+  if (status) copy_request_error(*r);
   if (op.persistent && op.comm) op.comm->release_pins(op);
   g_requests.remove(*request);
   *request = COLL_REQUEST_NULL;

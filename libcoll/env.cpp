@@ -28,13 +28,17 @@ size_t env_number(const char* name, size_t fallback, size_t min, size_t max, con
   if (!v || !*v) return fallback;
   char* end = nullptr;
   errno = 0;
+  // Digits only: strtoull also takes blanks and a sign, and negates what
+  // follows a '-' (COLL_ZCOPY_THRESHOLD=-1 was read as 2^64 - 1 and
+  // silently turned zero-copy off).
+  const bool digits = *v >= '0' && *v <= '9';
   unsigned long long n = std::strtoull(v, &end, 10);
   unsigned shift = 0;
   if (*end == 'k' || *end == 'K') shift = 10, ++end;
   else if (*end == 'm' || *end == 'M') shift = 20, ++end;
   else if (*end == 'g' || *end == 'G') shift = 30, ++end;
-  if (errno || *end || end == v || (n << shift) >> shift != n ||
-      (n << shift) < min || (n << shift) > max)
+  if (!digits || errno || *end || end == v || (n << shift) >> shift != n || (n << shift) < min ||
+      (n << shift) > max)
     fail(COLL_ERR_INVALID_ARG, "%s=%s: expected %s in [%zu, %zu]", name, v, what, min, max);
   return static_cast<size_t>(n << shift);
 }
@@ -101,7 +105,7 @@ Config load_config() {
     fail(COLL_ERR_INVALID_ARG, "COLL_REGCACHE_MONITOR=%s: expected auto, userfaultfd or none",
          c.regcache_monitor.c_str());
   c.regcache_verify = env_flag("COLL_REGCACHE_VERIFY");
-  c.debug = env_string("COLL_DEBUG", "0") != "0";
+  c.debug = env_flag("COLL_DEBUG");
   c.async_progress = env_flag("COLL_ASYNC_PROGRESS");
   c.check_args = env_flag("COLL_CHECK_ARGS");
   c.fast_path = env_flag("COLL_FAST_PATH", true);

@@ -153,7 +153,13 @@ int coll_comm_free(coll_comm_t *comm);
  *  - A persistent request (coll_X_init) is inactive until coll_start; after
  *    its wait it is inactive again, still allocated, and may be started
  *    again; coll_request_free frees it. Its buffers are registered once, at
- *    init: coll_start does no registration and no cache lookup. */
+ *    init: coll_start does no registration and no cache lookup. coll_start
+ *    on an active request (started, its completion not yet returned by a
+ *    wait or test) is COLL_ERR_INVALID_ARG on every rank that does it, and
+ *    starts nothing: the activation under way completes at its wait.
+ *  - A request may appear once in coll_waitall's list: one listed twice
+ *    fails the call with COLL_ERR_INVALID_ARG before anything is waited
+ *    for. */
 typedef struct coll_request *coll_request_t;
 #define COLL_REQUEST_NULL ((coll_request_t)0)
 

@@ -41,6 +41,15 @@ constexpr auto kHelloWithin = std::chrono::seconds(10);
 // within that round trip could still push it out).
 constexpr size_t kMinUnidentified = 64;
 
+// Lines about strangers (connections that have not proved the job's
+// secret) that collrun prints per interval: any local user can connect to
+// the port, and 64,000 connections in 5 s printed 64,000 lines. Past the
+// limit they are counted, and one line gives the count when the interval
+// ends (or the job does). What a process of the job did wrong is always
+// printed.
+constexpr int kStrangerLines = 10;
+constexpr auto kStrangerInterval = std::chrono::seconds(10);
+
 std::shared_ptr<const std::string> shared_frame(std::string frame) {
   return std::make_shared<const std::string>(std::move(frame));
 }
@@ -88,7 +97,7 @@ RendezvousServer::RendezvousServer(int world_size, std::string job_id, std::stri
   port_ = ntohs(address.sin_port);
 }
 
-RendezvousServer::~RendezvousServer() = default;
+RendezvousServer::~RendezvousServer() { flush_strangers(); }
 
 std::string RendezvousServer::address() const {
   return (listen_ip_ == "0.0.0.0" ? std::string("127.0.0.1") : listen_ip_) + ":" +
@@ -132,12 +141,15 @@ void RendezvousServer::handle(const std::vector<pollfd>& fds) {
   }
   if (fds[first_pollfd_].revents & POLLIN) accept_connections();
   close_stale_unidentified();
+  if (strangers_not_shown_ > 0 && Clock::now() - stranger_interval_start_ >= kStrangerInterval)
+    flush_strangers();
   connections_.remove_if([](const Connection& c) { return c.dead; });
   polled_.clear();
   settle_rounds();
 }
 
 void RendezvousServer::shut_down() {
+  flush_strangers();
   listener_.reset();
   connections_.clear();
   polled_.clear();
@@ -298,9 +310,9 @@ bool RendezvousServer::handle_hello(Connection& connection, const std::string& p
     return false;
   }
   if (version != proto::kVersion) {
-    refuse(connection, "it speaks rendezvous protocol version " + std::to_string(version) +
-                           ", this collrun " + std::to_string(proto::kVersion) +
-                           " (libcoll and collrun from different builds?)");
+    refuse(connection, /*stranger=*/true,
+           "it speaks rendezvous protocol version " + std::to_string(version) + ", this collrun " +
+               std::to_string(proto::kVersion) + " (libcoll and collrun from different builds?)");
     return false;
   }
   std::string_view rank_nonce, proof;
@@ -322,36 +334,43 @@ bool RendezvousServer::handle_hello(Connection& connection, const std::string& p
   if (proof.size() != want.size() ||
       !coll::job_secret::equal(reinterpret_cast<const uint8_t*>(proof.data()), want.data(),
                                want.size())) {
-    refuse(connection, who + " did not prove this job's secret (COLL_JOB_SECRET): not a "
-                             "process of this job");
+    refuse(connection, /*stranger=*/true,
+           who +
+               " did not prove this job's secret (COLL_JOB_SECRET): not a "
+               "process of this job");
     return false;
   }
   if (job_id != job_id_) {
-    refuse(connection, who + " has COLL_JOBID=" + std::string(job_id) +
-                           ", not this job's (a process of another job?)");
+    refuse(connection, /*stranger=*/false,
+           who + " has COLL_JOBID=" + std::string(job_id) +
+               ", not this job's (a process of another job?)");
     return false;
   }
   if (size != static_cast<uint32_t>(world_size_)) {
-    refuse(connection, who + " has COLL_SIZE=" + std::to_string(size) + " but this job has " +
-                           std::to_string(world_size_) + " ranks");
+    refuse(connection, /*stranger=*/false,
+           who + " has COLL_SIZE=" + std::to_string(size) + " but this job has " +
+               std::to_string(world_size_) + " ranks");
     return false;
   }
   if (rank >= static_cast<uint32_t>(world_size_)) {
-    refuse(connection, who + " has COLL_RANK=" + std::to_string(rank) +
-                           ", not a rank of this job of " + std::to_string(world_size_));
+    refuse(connection, /*stranger=*/false,
+           who + " has COLL_RANK=" + std::to_string(rank) + ", not a rank of this job of " +
+               std::to_string(world_size_));
     return false;
   }
   RankState& state = ranks_[rank];
   if (state.connection) {
-    refuse(connection, who + " says it is rank " + std::to_string(rank) + " but " +
-                           rank_name(static_cast<int>(rank)) +
-                           " is connected already (two processes with the "
-                           "same COLL_RANK?)");
+    refuse(connection, /*stranger=*/false,
+           who + " says it is rank " + std::to_string(rank) + " but " +
+               rank_name(static_cast<int>(rank)) +
+               " is connected already (two processes with the "
+               "same COLL_RANK?)");
     return false;
   }
   if (state.epoch >= 0 && static_cast<int64_t>(epoch) <= state.epoch) {
-    refuse(connection, who + ": rank " + std::to_string(rank) + " connected with bootstrap epoch " +
-                           std::to_string(epoch) + " after epoch " + std::to_string(state.epoch));
+    refuse(connection, /*stranger=*/false,
+           who + ": rank " + std::to_string(rank) + " connected with bootstrap epoch " +
+               std::to_string(epoch) + " after epoch " + std::to_string(state.epoch));
     return false;
   }
   connection.rank = static_cast<int>(rank);
@@ -361,11 +380,10 @@ bool RendezvousServer::handle_hello(Connection& connection, const std::string& p
   state.epoch_closed = false;
   const coll::job_secret::Digest ours =
       coll::job_secret::prove(secret_, proto::kCollrunRole, rank_nonce, statement);
-  send(connection,
-       shared_frame(proto::FrameWriter(MessageType::kWelcome)
-                        .put_bytes(std::string_view(reinterpret_cast<const char*>(ours.data()),
-                                                    ours.size()))
-                        .finish()));
+  send(connection, shared_frame(proto::FrameWriter(MessageType::kWelcome)
+                                    .put_bytes(std::string_view(
+                                        reinterpret_cast<const char*>(ours.data()), ours.size()))
+                                    .finish()));
   return !connection.dead;
 }
 
@@ -413,8 +431,12 @@ bool RendezvousServer::handle_query(Connection& connection, const std::string& p
   return !connection.dead;
 }
 
-void RendezvousServer::refuse(Connection& connection, const std::string& reason) {
-  std::fprintf(stderr, "collrun: refused a bootstrap connection: %s\n", reason.c_str());
+void RendezvousServer::refuse(Connection& connection, bool stranger, const std::string& reason) {
+  const std::string line = "refused a bootstrap connection: " + reason;
+  if (stranger)
+    report_stranger(line);
+  else
+    std::fprintf(stderr, "collrun: %s\n", line.c_str());
   connection.closing = true;
   send(connection, shared_frame(proto::FrameWriter(MessageType::kRefused)
                                     .put_bytes(reason.substr(0, proto::kMaxMessageBytes))
@@ -425,12 +447,39 @@ void RendezvousServer::protocol_error(Connection& connection, const std::string&
   std::string who =
       connection.rank >= 0 ? rank_name(connection.rank) : std::string("a new connection");
   std::string message = who + " sent " + what + ": closing its bootstrap connection";
-  std::fprintf(stderr, "collrun: %s\n", message.c_str());
+  if (connection.rank < 0)
+    report_stranger(message);
+  else
+    std::fprintf(stderr, "collrun: %s\n", message.c_str());
   connection.closing = true;
   send(connection, shared_frame(proto::FrameWriter(MessageType::kFailed)
                                     .put_u32(COLL_ERR_INTERNAL)
                                     .put_bytes(message.substr(0, proto::kMaxMessageBytes))
                                     .finish()));
+}
+
+void RendezvousServer::report_stranger(const std::string& line) {
+  const auto now = Clock::now();
+  if (now - stranger_interval_start_ >= kStrangerInterval) {
+    flush_strangers();
+    stranger_interval_start_ = now;
+    stranger_lines_ = 0;
+  }
+  if (stranger_lines_ < kStrangerLines) {
+    ++stranger_lines_;
+    std::fprintf(stderr, "collrun: %s\n", line.c_str());
+    return;
+  }
+  ++strangers_not_shown_;
+}
+
+void RendezvousServer::flush_strangers() {
+  if (strangers_not_shown_ == 0) return;
+  std::fprintf(stderr,
+               "collrun: %llu more refused connections not shown (at most %d lines every %lld s)\n",
+               static_cast<unsigned long long>(strangers_not_shown_), kStrangerLines,
+               static_cast<long long>(kStrangerInterval.count()));
+  strangers_not_shown_ = 0;
 }
 
 std::optional<std::string> RendezvousServer::why_never(int rank, const RoundKey& key) const {

@@ -14,6 +14,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -83,8 +84,15 @@ class RendezvousServer {
   bool handle_hello(Connection& connection, const std::string& payload);
   bool handle_round(Connection& connection, const std::string& payload);
   bool handle_query(Connection& connection, const std::string& payload);
-  void refuse(Connection& connection, const std::string& reason);
+  // stranger: the connection has not proved the job's secret, so the line
+  // goes through report_stranger.
+  void refuse(Connection& connection, bool stranger, const std::string& reason);
   void protocol_error(Connection& connection, const std::string& what);
+  // A line about a stranger: printed while the interval's allowance lasts,
+  // else counted; flush_strangers prints the count (once per interval, and
+  // at the end).
+  void report_stranger(const std::string& line);
+  void flush_strangers();
   void send(Connection& connection, std::shared_ptr<const std::string> frame);
 
   // Why `rank` can never send round `key`, or nullopt while it still may.
@@ -106,6 +114,9 @@ class RendezvousServer {
   std::map<RoundKey, PendingRound> rounds_;
   size_t first_pollfd_ = 0;
   std::vector<Connection*> polled_;
+  std::chrono::steady_clock::time_point stranger_interval_start_{};
+  int stranger_lines_ = 0;
+  uint64_t strangers_not_shown_ = 0;
 };
 
 }  // namespace collrun

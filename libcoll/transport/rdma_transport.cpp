@@ -198,8 +198,10 @@ uint32_t env_uint(const char* name, uint32_t fallback, uint32_t min, uint32_t ma
   const char* value = std::getenv(name);
   if (value == nullptr || value[0] == '\0') return fallback;
   char* end = nullptr;
+  errno = 0;
   unsigned long parsed = std::strtoul(value, &end, 10);
-  if (*end != '\0' || parsed < min || parsed > max) {
+  // Digits only: strtoul takes a sign ("-1" is ULONG_MAX) and blanks.
+  if (value[0] < '0' || value[0] > '9' || errno || *end != '\0' || parsed < min || parsed > max) {
     fail(COLL_ERR_INVALID_ARG, "%s=%s: expected a number from %u to %u", name, value, min, max);
   }
   return static_cast<uint32_t>(parsed);
