@@ -402,10 +402,11 @@ void check_gather(Args& a, int size, int rank) {
       fail(COLL_ERR_INVALID_ARG,
            "gather: COLL_IN_PLACE passed as sendbuf at rank %d, which is not the root (%d)", rank,
            a.root);
-    // recvbuf is significant at the root only; these two are judged as
-    // there, so that gather(buf, buf) is refused on every rank.
+    // recvbuf is significant at the root only, and MPI programs pass
+    // anything there (often sendbuf again, beside MPI_IN_PLACE at the
+    // root): it is not judged for aliasing here. gather(buf, buf) is
+    // refused at the root, as any root-only argument is.
     check_buffer(a.recvbuf, 0, name, "recvbuf");
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
     a.recvbuf = nullptr;
     check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
     return;
@@ -435,7 +436,6 @@ void check_gatherv(Args& a, int size, int rank) {
     check_scalar_count(a, name, "sendcount", a.sendcount);
     check_buffer(a.sendbuf, a.sendcount * a.elem_size, name, "sendbuf");
     check_buffer(a.recvbuf, 0, name, "recvbuf");  // as in gather
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
     // Significant at the root only.
     a.recvbuf = nullptr;
     a.recvcounts = a.rdispls = nullptr;
@@ -476,8 +476,7 @@ void check_scatter(Args& a, int size, int rank) {
       fail(COLL_ERR_INVALID_ARG,
            "scatter: COLL_IN_PLACE passed as recvbuf at rank %d, which is not the root (%d)", rank,
            a.root);
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);  // as in gather
-    a.sendbuf = nullptr;  // significant at the root only
+    a.sendbuf = nullptr;  // significant at the root only (not judged: as in gather)
     check_buffer(a.recvbuf, a.bytes, name, "recvbuf");
     return;
   }
@@ -506,8 +505,7 @@ void check_scatterv(Args& a, int size, int rank) {
       fail(COLL_ERR_INVALID_ARG,
            "scatterv: COLL_IN_PLACE passed as recvbuf at rank %d, which is not the root (%d)", rank,
            a.root);
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);  // as in gather
-    check_scalar_count(a, name, "recvcount", a.recvcount);
+    check_scalar_count(a, name, "recvcount", a.recvcount);  // sendbuf not judged: as in gather
     check_buffer(a.recvbuf, a.recvcount * a.elem_size, name, "recvbuf");
     // Significant at the root only.
     a.sendbuf = nullptr;
