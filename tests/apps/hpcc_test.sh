@@ -5,8 +5,9 @@
 #  - both runs end well and report Success=1,
 #  - every check hpcc reports (HPL's scaled residual verdict, PTRANS,
 #    RandomAccess errors, STREAM validation, FFT, ...) is the same in both,
-#  - the shim's COLL_MPI_STATS=1 lines show MPI_Allreduce, MPI_Bcast and
-#    MPI_Barrier calls served by libcoll (launch_expect.sh also checks that
+#  - the shim's COLL_MPI_STATS=1 lines show MPI_Allreduce, MPI_Bcast,
+#    MPI_Barrier, MPI_Reduce, MPI_Gather and MPI_Alltoall (MPIFFT, PTRANS)
+#    calls served by libcoll, none of the last two passed to MPI (launch_expect.sh also checks that
 #    every rank's libcoll bootstrapped through PMIx).
 #
 # usage: hpcc_test.sh LAUNCH_EXPECT SHIM NP -- MPIRUN [ARGS...]
@@ -107,6 +108,9 @@ echo "== hpcc through libcoll_mpi.so, np $np"
   --expect '^libcoll_mpi: MPI_Allreduce: [1-9][0-9]* served' \
   --expect '^libcoll_mpi: MPI_Bcast: [1-9][0-9]* served' \
   --expect '^libcoll_mpi: MPI_Barrier: [1-9][0-9]* served' \
+  --expect '^libcoll_mpi: MPI_Alltoall: [1-9][0-9]* served, 0 passed' \
+  --expect '^libcoll_mpi: MPI_Reduce: [1-9][0-9]* served' \
+  --expect '^libcoll_mpi: MPI_Gather: [1-9][0-9]* served, 0 passed' \
   -- "$@" -x LD_PRELOAD="$shim" -x COLL_MPI_STATS -np "$np" "$hpcc") | tee "$work/shim.log" |
   grep -E '^(libcoll_mpi:|launch_expect)' || true
 if ! grep -q '^launch_expect: ok' "$work/shim.log"; then
