@@ -9,8 +9,9 @@ constexpr std::array<const char*, COLL_DATATYPE_COUNT> kDatatypeNames = {
     "int8",   "int16",  "int32", "int64",  "uint8",   "uint16",
     "uint32", "uint64", "float", "double", "float16", "bfloat16"};
 
-constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {"sum",  "prod", "min", "max",
-                                                             "band", "bor",  "bxor"};
+constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {
+    "sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor", "lxor"};
+static_assert(kOpNames.back() != nullptr, "a name for every operator");
 
 // The names at the indices that keep(index) accepts.
 template <size_t N, typename Keep>
@@ -61,6 +62,8 @@ std::optional<coll_op_t> parse_op(std::string_view name) {
 }
 
 bool is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
+bool is_logical(coll_op_t op) { return op == COLL_LAND || op == COLL_LOR || op == COLL_LXOR; }
+bool integers_only(coll_op_t op) { return is_bitwise(op) || is_logical(op); }
 
 std::string all_datatype_names() {
   return join(kDatatypeNames,

@@ -61,10 +61,13 @@ bool is_floating(coll_datatype_t datatype);
 // Whether visit_datatype has a C++ type for it (all but the 16-bit floats).
 bool has_element_type(coll_datatype_t datatype);
 
-// "sum", "prod", "min", "max", "band", "bor", "bxor".
+// "sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor", "lxor".
 const char* op_name(coll_op_t op);
 std::optional<coll_op_t> parse_op(std::string_view name);
 bool is_bitwise(coll_op_t op);
+bool is_logical(coll_op_t op);
+// The operators MPI defines on integers only: the bitwise and the logical.
+bool integers_only(coll_op_t op);
 
 // Comma-separated names, for usage text: the datatypes the benchmark runs
 // (has_element_type), every operator.

@@ -35,6 +35,9 @@ inline MPI_Op mpi_op(coll_op_t op) {
     case COLL_BAND: return MPI_BAND;
     case COLL_BOR: return MPI_BOR;
     case COLL_BXOR: return MPI_BXOR;
+    case COLL_LAND: return MPI_LAND;
+    case COLL_LOR: return MPI_LOR;
+    case COLL_LXOR: return MPI_LXOR;
     default: return MPI_OP_NULL;
   }
 }

@@ -204,7 +204,7 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
   if (optind < argc) {
     throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
   }
-  if (is_bitwise(options.workload.op) && is_floating(options.workload.datatype)) {
+  if (integers_only(options.workload.op) && is_floating(options.workload.datatype)) {
     throw UsageError(std::string("-o ") + op_name(options.workload.op) +
                      " takes an integer datatype, not " + datatype_name(options.workload.datatype));
   }

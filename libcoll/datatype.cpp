@@ -24,8 +24,8 @@ constexpr TypeInfo kTypes[COLL_DATATYPE_COUNT] = {
     {"double", 8, false}, {"float16", 2, false}, {"bfloat16", 2, false},
 };
 
-constexpr const char* kOps[COLL_OP_COUNT] = {"sum", "prod", "min", "max",
-                                             "band", "bor", "bxor"};
+constexpr const char* kOps[COLL_OP_COUNT] = {"sum",  "prod", "min",  "max", "band",
+                                             "bor",  "bxor", "land", "lor", "lxor"};
 
 }  // namespace
 

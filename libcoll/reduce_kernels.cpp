@@ -73,6 +73,21 @@ struct Bxor {
   template <class T>
   static T apply(T a, T b) { return static_cast<T>(a ^ b); }
 };
+// MPI's logical operators: an operand is true when nonzero, the result is
+// 1 or 0 of the operands' type. Written with bitwise operators on 0/1
+// values (no short-circuit branch) so that the loops vectorise.
+struct Land {
+  template <class T>
+  static T apply(T a, T b) { return static_cast<T>((a != 0) & (b != 0)); }
+};
+struct Lor {
+  template <class T>
+  static T apply(T a, T b) { return static_cast<T>((a != 0) | (b != 0)); }
+};
+struct Lxor {
+  template <class T>
+  static T apply(T a, T b) { return static_cast<T>((a != 0) ^ (b != 0)); }
+};
 
 // Three loops, so that each vectorises without a run-time overlap check:
 // in place (dst == a, the common case inside the algorithms), dst == b, and
@@ -191,6 +206,9 @@ void fill(ReduceFn* row) {
     row[COLL_BAND] = reduce<T, Band>;
     row[COLL_BOR] = reduce<T, Bor>;
     row[COLL_BXOR] = reduce<T, Bxor>;
+    row[COLL_LAND] = reduce<T, Land>;
+    row[COLL_LOR] = reduce<T, Lor>;
+    row[COLL_LXOR] = reduce<T, Lxor>;
   }
 }
 

@@ -67,15 +67,24 @@ typedef enum COLL_ENUM_INT {
 
 /* Reduction operators. Integer SUM and PROD wrap around on overflow (two's
  * complement), as MPI implementations do in practice. The bitwise operators
- * take integer types only (not FLOAT, DOUBLE, FLOAT16 or BFLOAT16). */
+ * take integer types only (not FLOAT, DOUBLE, FLOAT16 or BFLOAT16).
+ * The logical operators (MPI_LAND, MPI_LOR, MPI_LXOR) take integer types
+ * only too, as MPI allows them on C integer and logical types only: an
+ * operand is true when it is nonzero, and each result element is 1 (true)
+ * or 0 (false) in the operands' type.
+ * New operators are added at the end (before COLL_OP_COUNT): the values of
+ * the existing ones never change. */
 typedef enum COLL_ENUM_INT {
   COLL_SUM = 0,
-  COLL_PROD,
-  COLL_MIN,
-  COLL_MAX,
-  COLL_BAND,
-  COLL_BOR,
-  COLL_BXOR,
+  COLL_PROD = 1,
+  COLL_MIN = 2,
+  COLL_MAX = 3,
+  COLL_BAND = 4,
+  COLL_BOR = 5,
+  COLL_BXOR = 6,
+  COLL_LAND = 7,
+  COLL_LOR = 8,
+  COLL_LXOR = 9,
   COLL_OP_COUNT /* not an operator: the number of them */
 } coll_op_t;
 

@@ -48,6 +48,33 @@ TEST(Datatype, BitwiseOpsOnlyOnIntegers) {
   EXPECT_EQ(reduce_function(COLL_DATATYPE_COUNT, COLL_SUM), nullptr);
 }
 
+// MPI allows the logical operators on C integer (and logical) types only.
+TEST(Datatype, LogicalOpsOnlyOnIntegers) {
+  for (int op : {COLL_LAND, COLL_LOR, COLL_LXOR}) {
+    for (int dt : {COLL_FLOAT, COLL_DOUBLE, COLL_FLOAT16, COLL_BFLOAT16})
+      EXPECT_EQ(reduce_function(dt, op), nullptr) << datatype_name(dt) << " " << op_name(op);
+    for (int dt = COLL_INT8; dt <= COLL_UINT64; ++dt) EXPECT_NE(reduce_function(dt, op), nullptr);
+  }
+  EXPECT_STREQ(op_name(COLL_LAND), "land");
+  EXPECT_STREQ(op_name(COLL_LOR), "lor");
+  EXPECT_STREQ(op_name(COLL_LXOR), "lxor");
+}
+
+// Any nonzero value is true (negative ones, and ones whose low byte is 0);
+// the result is 1 or 0.
+TEST(Datatype, LogicalOpsTakeNonzeroAsTrueAndGiveOneOrZero) {
+  const std::vector<int16_t> a = {0, 0, -1, 256, 7, -32768};
+  const std::vector<int16_t> b = {0, 5, 0, 2, -3, 0};
+  EXPECT_EQ(run<int16_t>(COLL_INT16, COLL_LAND, a, b), (std::vector<int16_t>{0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(run<int16_t>(COLL_INT16, COLL_LOR, a, b), (std::vector<int16_t>{0, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(run<int16_t>(COLL_INT16, COLL_LXOR, a, b), (std::vector<int16_t>{0, 1, 1, 0, 0, 1}));
+  const std::vector<uint64_t> x = {uint64_t(1) << 63, 0, ~uint64_t(0)};
+  const std::vector<uint64_t> y = {uint64_t(1) << 32, uint64_t(1) << 40, 0};
+  EXPECT_EQ(run<uint64_t>(COLL_UINT64, COLL_LAND, x, y), (std::vector<uint64_t>{1, 0, 0}));
+  EXPECT_EQ(run<uint64_t>(COLL_UINT64, COLL_LOR, x, y), (std::vector<uint64_t>{1, 1, 1}));
+  EXPECT_EQ(run<uint64_t>(COLL_UINT64, COLL_LXOR, x, y), (std::vector<uint64_t>{0, 1, 1}));
+}
+
 TEST(Datatype, SignedSumAndProdWrap) {
   const int32_t max = std::numeric_limits<int32_t>::max();
   EXPECT_EQ(run<int32_t>(COLL_INT32, COLL_SUM, {max}, {1})[0], std::numeric_limits<int32_t>::min());
@@ -98,6 +125,9 @@ T reference(int op, T a, T b) {
     if (op == COLL_BAND) return T(a & b);
     if (op == COLL_BOR) return T(a | b);
     if (op == COLL_BXOR) return T(a ^ b);
+    if (op == COLL_LAND) return T(a != 0 && b != 0);
+    if (op == COLL_LOR) return T(a != 0 || b != 0);
+    if (op == COLL_LXOR) return T((a != 0) != (b != 0));
   }
   ADD_FAILURE() << "no reference for op " << op;
   return T{};
@@ -121,6 +151,7 @@ void check_kernels(int dt, const std::string& set) {
     for (T& x : v) {
       const uint64_t bits = rng();
       std::memcpy(&x, &bits, sizeof x);
+      if (bits >> 62 == 0) x = T(0);  // a quarter zeros: the logical ops' false
     }
     return v;
   };
@@ -128,8 +159,7 @@ void check_kernels(int dt, const std::string& set) {
   for (int op = 0; op < COLL_OP_COUNT; ++op) {
     const ReduceFn f = reduce_function(dt, op);
     // Every set has every valid pair: a missing one must fail, not be skipped.
-    const bool valid =
-        std::is_integral_v<T> || (op != COLL_BAND && op != COLL_BOR && op != COLL_BXOR);
+    const bool valid = std::is_integral_v<T> || op <= COLL_MAX;
     EXPECT_EQ(f != nullptr, valid)
         << "kernels " << set << ", " << datatype_name(dt) << " " << op_name(op);
     if (!f) continue;
