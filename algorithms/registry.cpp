@@ -142,8 +142,8 @@ void check_op(Args& a, const char* name) {
   if (!valid_op(a.op)) fail(COLL_ERR_INVALID_ARG, "%s: unknown reduction op %d", name, a.op);
   a.reduce = reduce_function(a.datatype, a.op);
   if (!a.reduce)
-    fail(COLL_ERR_INVALID_ARG, "%s: op %s is not defined on datatype %s (integer types only)", name,
-         op_name(a.op), datatype_name(a.datatype));
+    fail(COLL_ERR_INVALID_ARG, "%s: op %s is not defined on datatype %s (%s)", name,
+         op_name(a.op), datatype_name(a.datatype), op_rule(a.datatype, a.op));
 }
 
 void check_root(const Args& a, int size, const char* name) {

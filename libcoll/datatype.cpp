@@ -22,10 +22,18 @@ constexpr TypeInfo kTypes[COLL_DATATYPE_COUNT] = {
     {"int64", 8, true},   {"uint8", 1, true},   {"uint16", 2, true},
     {"uint32", 4, true},  {"uint64", 8, true},  {"float", 4, false},
     {"double", 8, false}, {"float16", 2, false}, {"bfloat16", 2, false},
+    {"float_int", sizeof(coll_float_int_t), false},
+    {"double_int", sizeof(coll_double_int_t), false},
+    {"long_int", sizeof(coll_long_int_t), false},
+    {"2int", sizeof(coll_2int_t), false},
+    {"short_int", sizeof(coll_short_int_t), false},
+    {"long_double_int", sizeof(coll_long_double_int_t), false},
 };
 
-constexpr const char* kOps[COLL_OP_COUNT] = {"sum",  "prod", "min",  "max", "band",
-                                             "bor",  "bxor", "land", "lor", "lxor"};
+constexpr const char* kOps[COLL_OP_COUNT] = {"sum",  "prod", "min",  "max", "band",   "bor",
+                                             "bxor", "land", "lor",  "lxor", "maxloc", "minloc"};
+static_assert(kOps[COLL_OP_COUNT - 1] != nullptr, "a name for every operator");
+static_assert(kTypes[COLL_DATATYPE_COUNT - 1].name != nullptr, "an entry for every datatype");
 
 }  // namespace
 
@@ -44,6 +52,26 @@ const char* datatype_name(int datatype) {
   return valid_datatype(datatype) ? kTypes[datatype].name : "unknown";
 }
 const char* op_name(int op) { return valid_op(op) ? kOps[op] : "unknown"; }
+
+const char* op_rule(int datatype, int op) {
+  if (is_pair_type(datatype) && op != COLL_MAXLOC && op != COLL_MINLOC)
+    return "not on the value-index pair types";
+  switch (op) {
+    case COLL_BAND:
+    case COLL_BOR:
+    case COLL_BXOR:
+    case COLL_LAND:
+    case COLL_LOR:
+    case COLL_LXOR:
+      return "integer types only";
+    case COLL_MAXLOC:
+    case COLL_MINLOC:
+      return "the value-index pair types only: float_int, double_int, long_int, 2int, "
+             "short_int, long_double_int";
+    default:
+      return "not on the value-index pair types";
+  }
+}
 
 bool cpu_has_f16c() {
 #if defined(__x86_64__)

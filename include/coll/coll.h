@@ -62,8 +62,31 @@ typedef enum COLL_ENUM_INT {
    * whatever its payload. */
   COLL_FLOAT16,
   COLL_BFLOAT16,
+  /* Value-index pairs, for COLL_MAXLOC and COLL_MINLOC only (any other
+   * operator on them is COLL_ERR_INVALID_ARG; bcast, gather and the other
+   * collectives that only move data take them as any datatype). Each is
+   * laid out as the C struct of MPI's pair type, padding included, so an
+   * MPI program's buffers pass as they are: coll_float_int_t ... below,
+   * whose sizes (on x86-64 and aarch64 Linux) follow. New datatypes are
+   * added at the end (before COLL_DATATYPE_COUNT): the values of the
+   * existing ones never change. */
+  COLL_FLOAT_INT = 12,       /* MPI_FLOAT_INT: 8 bytes */
+  COLL_DOUBLE_INT = 13,      /* MPI_DOUBLE_INT: 16 bytes */
+  COLL_LONG_INT = 14,        /* MPI_LONG_INT: 16 bytes (long is 8) */
+  COLL_2INT = 15,            /* MPI_2INT: 8 bytes */
+  COLL_SHORT_INT = 16,       /* MPI_SHORT_INT: 8 bytes */
+  COLL_LONG_DOUBLE_INT = 17, /* MPI_LONG_DOUBLE_INT: 32 bytes */
   COLL_DATATYPE_COUNT /* not a datatype: the number of them */
 } coll_datatype_t;
+
+/* The elements of the pair datatypes: a value and its index (MPI's
+ * MPI_FLOAT_INT ... MPI_LONG_DOUBLE_INT are these structs). */
+typedef struct { float value; int index; } coll_float_int_t;
+typedef struct { double value; int index; } coll_double_int_t;
+typedef struct { long value; int index; } coll_long_int_t;
+typedef struct { int value; int index; } coll_2int_t;
+typedef struct { short value; int index; } coll_short_int_t;
+typedef struct { long double value; int index; } coll_long_double_int_t;
 
 /* Reduction operators. Integer SUM and PROD wrap around on overflow (two's
  * complement), as MPI implementations do in practice. The bitwise operators
@@ -72,6 +95,12 @@ typedef enum COLL_ENUM_INT {
  * only too, as MPI allows them on C integer and logical types only: an
  * operand is true when it is nonzero, and each result element is 1 (true)
  * or 0 (false) in the operands' type.
+ * MAXLOC and MINLOC take the value-index pair types only (COLL_FLOAT_INT
+ * ... COLL_LONG_DOUBLE_INT), as MPI's: the pair with the larger (smaller)
+ * value wins; of two with equal values the lower index wins (MPI's rule,
+ * which makes them commutative). Values that do not compare (a NaN) count
+ * as equal: the lower index wins, but the result then depends on the order
+ * of the reduction, as for MPI.
  * New operators are added at the end (before COLL_OP_COUNT): the values of
  * the existing ones never change. */
 typedef enum COLL_ENUM_INT {
@@ -85,6 +114,8 @@ typedef enum COLL_ENUM_INT {
   COLL_LAND = 7,
   COLL_LOR = 8,
   COLL_LXOR = 9,
+  COLL_MAXLOC = 10,
+  COLL_MINLOC = 11,
   COLL_OP_COUNT /* not an operator: the number of them */
 } coll_op_t;
 

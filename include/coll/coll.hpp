@@ -58,6 +58,12 @@ constexpr coll_datatype_t datatype_of() {
   else if constexpr (std::is_same_v<T, uint64_t>) return COLL_UINT64;
   else if constexpr (std::is_same_v<T, float>) return COLL_FLOAT;
   else if constexpr (std::is_same_v<T, double>) return COLL_DOUBLE;
+  else if constexpr (std::is_same_v<T, coll_float_int_t>) return COLL_FLOAT_INT;
+  else if constexpr (std::is_same_v<T, coll_double_int_t>) return COLL_DOUBLE_INT;
+  else if constexpr (std::is_same_v<T, coll_long_int_t>) return COLL_LONG_INT;
+  else if constexpr (std::is_same_v<T, coll_2int_t>) return COLL_2INT;
+  else if constexpr (std::is_same_v<T, coll_short_int_t>) return COLL_SHORT_INT;
+  else if constexpr (std::is_same_v<T, coll_long_double_int_t>) return COLL_LONG_DOUBLE_INT;
   else static_assert(!sizeof(T), "no libcoll datatype for this type");
 }
 

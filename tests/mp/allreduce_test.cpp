@@ -173,7 +173,7 @@ std::vector<AllreduceCase> every_valid_case() {
   for (coll_datatype_t datatype : mp::typed_datatypes()) {
     for (int op = 0; op < COLL_OP_COUNT; ++op) {
       const auto coll_op = static_cast<coll_op_t>(op);
-      if (mp::is_floating(datatype) && mp::integers_only(coll_op)) continue;
+      if (!mp::op_applies(coll_op, datatype)) continue;
       cases.push_back({datatype, coll_op});
     }
   }
