@@ -1,5 +1,6 @@
 #include "datatype.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "error.hpp"
@@ -141,6 +142,34 @@ void select_reduce_kernels(const std::string& isa) {
 }
 
 const char* reduce_kernels_name() { return active_reduce_table().isa; }
+
+// b must not change (a peer's message in a window slot, or the caller's
+// sendbuf) and the function writes its second operand: with dst == a the
+// higher operand goes through a bounded scratch, a chunk at a time.
+void Reducer::apply_user(void* dst, const void* a, const void* b, size_t count) const {
+  const auto type = static_cast<coll_datatype_t>(datatype);
+  if (count == 0) return;
+  if (dst == b) {
+    user(a, dst, count, type, ctx);
+    return;
+  }
+  if (dst != a) {
+    std::memcpy(dst, b, count * elem_size);
+    user(a, dst, count, type, ctx);
+    return;
+  }
+  const size_t chunk = std::max<size_t>(1, (size_t{64} << 10) / elem_size);
+  const size_t first = std::min(chunk, count);
+  std::unique_ptr<char[]> scratch(new char[first * elem_size]);
+  auto* d = static_cast<char*>(dst);
+  const auto* y = static_cast<const char*>(b);
+  for (size_t at = 0; at < count; at += chunk) {
+    const size_t k = std::min(chunk, count - at);
+    std::memcpy(scratch.get(), y + at * elem_size, k * elem_size);
+    user(d + at * elem_size, scratch.get(), k, type, ctx);
+    std::memcpy(d + at * elem_size, scratch.get(), k * elem_size);
+  }
+}
 
 ReduceFn reduce_function(int datatype, int op) {
   if (!valid_datatype(datatype) || !valid_op(op)) return nullptr;

@@ -5,6 +5,8 @@
 #include <coll/coll.h>
 
 #include <cstddef>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,29 @@ const char* op_name(int op);
 // Why reduce_function(datatype, op) is nullptr for a valid datatype and
 // op: the rule broken ("integer types only", ...), for messages.
 const char* op_rule(int datatype, int op);
+
+// What an algorithm calls: dst = a op b for count elements, `a` the
+// operand of the lower ranks. dst may alias a or b exactly. Either a
+// built-in kernel, or a user's function (coll_op_create), which computes
+// inout = in op inout and so needs its higher operand in the destination.
+struct Reducer {
+  ReduceFn fn = nullptr;
+  coll_user_fn* user = nullptr;
+  void* ctx = nullptr;
+  int datatype = 0;
+  size_t elem_size = 0;
+
+  explicit operator bool() const { return fn || user; }
+  void operator()(void* dst, const void* a, const void* b, size_t count) const {
+    if (fn) [[likely]]
+      fn(dst, a, b, count);
+    else
+      apply_user(dst, a, b, count);
+  }
+
+ private:
+  void apply_user(void* dst, const void* a, const void* b, size_t count) const;
+};
 
 // The reduction for (datatype, op), or nullptr when the pair is invalid
 // (unknown, a bitwise or logical op on a floating type, MAXLOC / MINLOC on

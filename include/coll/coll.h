@@ -119,6 +119,31 @@ typedef enum COLL_ENUM_INT {
   COLL_OP_COUNT /* not an operator: the number of them */
 } coll_op_t;
 
+/* User-defined operators (MPI_Op_create). fn(in, inout, count, datatype,
+ * ctx) computes inout[i] = in[i] op inout[i] for the count elements of
+ * datatype at in and inout; `in` is always the operand of the lower ranks
+ * (MPI's rule), so the result of a reduction over ranks 0 .. n-1 is
+ * x0 op x1 op ... op x(n-1) for an associative op, commutative or not.
+ * fn may be called with any datatype the call passes (it is given it),
+ * on whole elements, any number of times per call and with any count from
+ * 0 to the call's, from the thread that drives the operation (the
+ * caller's, or the progress thread with COLL_ASYNC_PROGRESS=1); it must
+ * not call libcoll. commute = 0: the op is applied in rank order only
+ * (libcoll then runs, for each reduction, an algorithm that keeps the
+ * order, whatever COLL_<NAME>_ALGO says: coll_comm_last_algorithm names
+ * it); commute != 0 lets every algorithm apply it in any order.
+ * coll_op_create needs no coll_init; an op lives until coll_op_free, which
+ * sets *op to COLL_OP_NULL. Operations in flight keep using fn and ctx
+ * (they took them when they were started): freeing an op they use is
+ * allowed, as in MPI. A freed handle, a built-in op given to coll_op_free,
+ * or COLL_OP_NULL is COLL_ERR_INVALID_ARG wherever it is passed. */
+typedef void coll_user_fn(const void *in, void *inout, size_t count, coll_datatype_t datatype,
+                          void *ctx);
+int coll_op_create(coll_user_fn *fn, int commute, void *ctx, coll_op_t *op);
+int coll_op_free(coll_op_t *op); /* sets *op to COLL_OP_NULL */
+/* No operator: what coll_op_free leaves. */
+#define COLL_OP_NULL ((coll_op_t)-1)
+
 /* "In place": passed instead of a buffer where MPI allows MPI_IN_PLACE; the
  * collectives below say which argument takes it and what it means. A
  * void pointer, so that it converts to both const void * (sendbuf) and
@@ -236,11 +261,12 @@ int coll_barrier_init(coll_comm_t comm, coll_request_t *request);
  * COLL_ERR_INVALID_ARG by a rank that sees it.
  *
  * Reductions are deterministic: the same inputs on the same ranks with the
- * same algorithm give the same bits, run after run. The operators are
- * treated as commutative (all of libcoll's are), so the order in which
+ * same algorithm give the same bits, run after run. The built-in operators
+ * are treated as commutative (all of libcoll's are), so the order in which
  * ranks' operands meet depends on the algorithm: float SUM and PROD may
  * round differently from another algorithm or library (within the usual
- * bounds). reduce_scatter(_block), scan and exscan give each rank its own
+ * bounds). A user operator made with commute = 0 (coll_op_create) is
+ * applied in rank order. reduce_scatter(_block), scan and exscan give each rank its own
  * result; reduce gives one result, at the root.
  *
  * COLL_IN_PLACE:
