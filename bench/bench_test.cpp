@@ -292,6 +292,9 @@ T reference_reduce(coll_op_t op, T a, T b) {
       if constexpr (std::is_integral_v<T>) {
         if (op == COLL_BAND) return static_cast<T>(a & b);
         if (op == COLL_BOR) return static_cast<T>(a | b);
+        if (op == COLL_LAND) return static_cast<T>(a != 0 && b != 0);
+        if (op == COLL_LOR) return static_cast<T>(a != 0 || b != 0);
+        if (op == COLL_LXOR) return static_cast<T>((a != 0) != (b != 0));
         return static_cast<T>(a ^ b);
       }
   }
