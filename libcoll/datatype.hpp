@@ -5,8 +5,6 @@
 #include <coll/coll.h>
 
 #include <cstddef>
-#include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
