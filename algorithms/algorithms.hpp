@@ -77,7 +77,10 @@ struct Args {
   const size_t* rdispls = nullptr;     // allgatherv, gatherv (root: displs), alltoallv
   // derived
   size_t elem_size = 0;  // bytes per element
-  ReduceFn reduce = nullptr;
+  Reducer reduce = {};
+  // False for a user operator made with commute = 0: the call then runs
+  // in_order_algorithm (the operands must meet in rank order).
+  bool commutative = true;
   // The bytes of the call at this rank (non-zero whenever it touches a user
   // buffer): the registrations and the zero-copy choice go by it.
   size_t bytes = 0;
@@ -200,6 +203,16 @@ const Algorithm& choose_algorithm(Coll c, int nranks, size_t bytes);
 // 4 MiB). Allreduce keeps the table's: its zero-copy ring only tied the
 // table's choices over tcp (np 2 and 4, 512 KiB-4 MiB).
 const Algorithm& zero_copy_choice(const Algorithm& chosen, Coll c);
+// The algorithm a reduction runs with a non-commutative user operator,
+// whatever the table or COLL_<NAME>_ALGO say: one whose every reduction
+// combines two runs of consecutive ranks, the lower run's operand first
+// (Reducer: `a` is the lower ranks'), so the result is x0 op x1 op ... in
+// rank order. Which algorithms keep the order (registry.cpp says why for
+// each): allreduce recursive_doubling; scan and exscan recursive_doubling;
+// reduce and reduce_scatter(_block) through recursive-doubling allreduce
+// into scratch (in_order_reduce, in_order_reduce_scatter*). nullptr for a
+// collective that does not reduce.
+const Algorithm* in_order_algorithm(Coll c);
 // Builds the selection table now (reads COLL_TUNING_FILE when it is set), so
 // that a bad file fails coll_init rather than the first collective.
 void load_selection();
@@ -252,5 +265,9 @@ Task recursive_doubling_scan(Channel& ch, const Args& args);
 Task linear_scan(Channel& ch, const Args& args);
 Task recursive_doubling_exscan(Channel& ch, const Args& args);
 Task linear_exscan(Channel& ch, const Args& args);
+// For non-commutative user operators only (in_order_algorithm).
+Task in_order_reduce(Channel& ch, const Args& args);
+Task in_order_reduce_scatter_block(Channel& ch, const Args& args);
+Task in_order_reduce_scatter(Channel& ch, const Args& args);
 
 }  // namespace coll

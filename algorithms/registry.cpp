@@ -11,6 +11,7 @@
 #include "algorithms.hpp"
 #include "error.hpp"
 #include "selection.hpp"
+#include "user_op.hpp"
 
 namespace coll {
 namespace {
@@ -91,6 +92,12 @@ constexpr Algorithm kExscan[] = {
     {"linear", linear_exscan},
 };
 
+// Not in the tables: never the table's or a knob's choice, only
+// in_order_algorithm's (in_order_reduce.cpp says why they exist).
+constexpr Algorithm kInOrderReduce = {"in_order", in_order_reduce};
+constexpr Algorithm kInOrderReduceScatterBlock = {"in_order", in_order_reduce_scatter_block};
+constexpr Algorithm kInOrderReduceScatter = {"in_order", in_order_reduce_scatter};
+
 bool overlaps(const void* a, const void* b, size_t len) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   // Written so that nothing wraps around: x + len may exceed the address
@@ -156,11 +163,22 @@ void check_scalar_count(const Args& a, const char* name, const char* what, size_
 }
 
 void check_op(Args& a, const char* name) {
+  if (is_user_op_handle(a.op)) [[unlikely]] {
+    // The function and context are taken now: an operation in flight keeps
+    // them when the op is freed (MPI lets a program free an op in use).
+    UserOp u;
+    if (!find_user_op(a.op, u))
+      fail(COLL_ERR_INVALID_ARG, "%s: op %d is not a live user operator (freed already?)", name,
+           a.op);
+    a.reduce = Reducer{nullptr, u.fn, u.ctx, a.datatype, a.elem_size};
+    a.commutative = u.commutative;
+    return;
+  }
   if (!valid_op(a.op)) fail(COLL_ERR_INVALID_ARG, "%s: unknown reduction op %d", name, a.op);
-  a.reduce = reduce_function(a.datatype, a.op);
+  a.reduce = Reducer{reduce_function(a.datatype, a.op)};
   if (!a.reduce)
-    fail(COLL_ERR_INVALID_ARG, "%s: op %s is not defined on datatype %s (integer types only)", name,
-         op_name(a.op), datatype_name(a.datatype));
+    fail(COLL_ERR_INVALID_ARG, "%s: op %s is not defined on datatype %s (%s)", name,
+         op_name(a.op), datatype_name(a.datatype), op_rule(a.datatype, a.op));
 }
 
 void check_root(const Args& a, int size, const char* name) {
@@ -751,6 +769,36 @@ const Algorithm* lookup_algorithm(Coll c, const std::string& name) {
   for (size_t i = 0; i < info.num_algorithms; ++i)
     if (name == info.algorithms[i].name) return &info.algorithms[i];
   return nullptr;
+}
+
+// Each keeps the rank order of a non-commutative operator (the Reducer's
+// `a` is the lower ranks' operand):
+//   allreduce recursive_doubling: steps m = 1, 2, 4, ... join two runs of
+//     consecutive exchange ranks, the lower first; a folded rank r - 1
+//     folds into r, its operand first (recursive_doubling_allreduce.cpp).
+//   scan, exscan recursive_doubling: a rank folds a lower group's partial
+//     in before its own (recursive_doubling_scan.cpp).
+//   reduce, reduce_scatter(_block) in_order: that allreduce, whole.
+// Not ring (its blocks wrap from rank n - 1 to 0), not tree or binomial
+// allreduce and binomial reduce (subtrees of relative ranks), not
+// Rabenseifner, recursive halving or reduce_scatter_gather (their first
+// step joins ranks p/2 apart), not the hierarchical ones (hosts' ranks
+// need not be consecutive).
+const Algorithm* in_order_algorithm(Coll c) {
+  switch (c) {
+    case Coll::kAllreduce:
+    case Coll::kScan:
+    case Coll::kExscan:
+      return lookup_algorithm(c, "recursive_doubling");
+    case Coll::kReduce:
+      return &kInOrderReduce;
+    case Coll::kReduceScatterBlock:
+      return &kInOrderReduceScatterBlock;
+    case Coll::kReduceScatter:
+      return &kInOrderReduceScatter;
+    default:
+      return nullptr;
+  }
 }
 
 std::string algorithm_names(Coll c) {

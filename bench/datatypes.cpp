@@ -6,11 +6,14 @@ namespace bench {
 namespace {
 
 constexpr std::array<const char*, COLL_DATATYPE_COUNT> kDatatypeNames = {
-    "int8",   "int16",  "int32", "int64",  "uint8",   "uint16",
-    "uint32", "uint64", "float", "double", "float16", "bfloat16"};
+    "int8",      "int16",      "int32",    "int64",   "uint8",   "uint16",
+    "uint32",    "uint64",     "float",    "double",  "float16", "bfloat16",
+    "float_int", "double_int", "long_int", "2int",    "short_int", "long_double_int"};
+static_assert(kDatatypeNames.back() != nullptr, "a name for every datatype");
 
-constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {"sum",  "prod", "min", "max",
-                                                             "band", "bor",  "bxor"};
+constexpr std::array<const char*, COLL_OP_COUNT> kOpNames = {
+    "sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor", "lxor", "maxloc", "minloc"};
+static_assert(kOpNames.back() != nullptr, "a name for every operator");
 
 // The names at the indices that keep(index) accepts.
 template <size_t N, typename Keep>
@@ -44,8 +47,11 @@ bool is_floating(coll_datatype_t datatype) {
 }
 
 bool has_element_type(coll_datatype_t datatype) {
-  return datatype != COLL_FLOAT16 && datatype != COLL_BFLOAT16 && datatype >= 0 &&
-         datatype < COLL_DATATYPE_COUNT;
+  return datatype >= COLL_INT8 && datatype <= COLL_DOUBLE;
+}
+
+bool is_pair(coll_datatype_t datatype) {
+  return datatype >= COLL_FLOAT_INT && datatype <= COLL_LONG_DOUBLE_INT;
 }
 
 const char* op_name(coll_op_t op) {
@@ -61,6 +67,14 @@ std::optional<coll_op_t> parse_op(std::string_view name) {
 }
 
 bool is_bitwise(coll_op_t op) { return op == COLL_BAND || op == COLL_BOR || op == COLL_BXOR; }
+bool is_logical(coll_op_t op) { return op == COLL_LAND || op == COLL_LOR || op == COLL_LXOR; }
+bool integers_only(coll_op_t op) { return is_bitwise(op) || is_logical(op); }
+bool is_loc(coll_op_t op) { return op == COLL_MAXLOC || op == COLL_MINLOC; }
+bool op_applies(coll_op_t op, coll_datatype_t datatype) {
+  if (is_loc(op)) return is_pair(datatype);
+  if (is_pair(datatype)) return false;
+  return !(integers_only(op) && is_floating(datatype));
+}
 
 std::string all_datatype_names() {
   return join(kDatatypeNames,

@@ -46,6 +46,12 @@ decltype(auto) visit_datatype(coll_datatype_t datatype, Visitor&& visit) {
       return visit(TypeTag<double>{});
     case COLL_FLOAT16:
     case COLL_BFLOAT16:
+    case COLL_FLOAT_INT:
+    case COLL_DOUBLE_INT:
+    case COLL_LONG_INT:
+    case COLL_2INT:
+    case COLL_SHORT_INT:
+    case COLL_LONG_DOUBLE_INT:
       throw std::invalid_argument("no element type for datatype " +
                                   std::to_string(static_cast<int>(datatype)));
     case COLL_DATATYPE_COUNT:
@@ -58,13 +64,24 @@ decltype(auto) visit_datatype(coll_datatype_t datatype, Visitor&& visit) {
 const char* datatype_name(coll_datatype_t datatype);
 std::optional<coll_datatype_t> parse_datatype(std::string_view name);
 bool is_floating(coll_datatype_t datatype);
-// Whether visit_datatype has a C++ type for it (all but the 16-bit floats).
+// Whether visit_datatype has a C++ type for it (all but the 16-bit floats
+// and the value-index pairs).
 bool has_element_type(coll_datatype_t datatype);
+// The value-index pairs (COLL_FLOAT_INT ...), for MAXLOC / MINLOC only.
+bool is_pair(coll_datatype_t datatype);
 
-// "sum", "prod", "min", "max", "band", "bor", "bxor".
+// "sum", "prod", "min", "max", "band", "bor", "bxor", "land", "lor", "lxor",
+// "maxloc", "minloc".
 const char* op_name(coll_op_t op);
 std::optional<coll_op_t> parse_op(std::string_view name);
 bool is_bitwise(coll_op_t op);
+bool is_logical(coll_op_t op);
+// The operators MPI defines on integers only: the bitwise and the logical.
+bool integers_only(coll_op_t op);
+// MAXLOC, MINLOC: on the value-index pairs only.
+bool is_loc(coll_op_t op);
+// Whether libcoll defines op on datatype (as MPI does).
+bool op_applies(coll_op_t op, coll_datatype_t datatype);
 
 // Comma-separated names, for usage text: the datatypes the benchmark runs
 // (has_element_type), every operator.

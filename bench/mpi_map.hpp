@@ -21,6 +21,12 @@ inline MPI_Datatype mpi_datatype(coll_datatype_t datatype) {
     case COLL_UINT64: return MPI_UINT64_T;
     case COLL_FLOAT: return MPI_FLOAT;
     case COLL_DOUBLE: return MPI_DOUBLE;
+    case COLL_FLOAT_INT: return MPI_FLOAT_INT;
+    case COLL_DOUBLE_INT: return MPI_DOUBLE_INT;
+    case COLL_LONG_INT: return MPI_LONG_INT;
+    case COLL_2INT: return MPI_2INT;
+    case COLL_SHORT_INT: return MPI_SHORT_INT;
+    case COLL_LONG_DOUBLE_INT: return MPI_LONG_DOUBLE_INT;
     default: return MPI_DATATYPE_NULL;
   }
 }
@@ -35,6 +41,11 @@ inline MPI_Op mpi_op(coll_op_t op) {
     case COLL_BAND: return MPI_BAND;
     case COLL_BOR: return MPI_BOR;
     case COLL_BXOR: return MPI_BXOR;
+    case COLL_LAND: return MPI_LAND;
+    case COLL_LOR: return MPI_LOR;
+    case COLL_LXOR: return MPI_LXOR;
+    case COLL_MAXLOC: return MPI_MAXLOC;
+    case COLL_MINLOC: return MPI_MINLOC;
     default: return MPI_OP_NULL;
   }
 }

@@ -204,7 +204,11 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
   if (optind < argc) {
     throw UsageError(std::string("unexpected argument '") + argv[optind] + "'");
   }
-  if (is_bitwise(options.workload.op) && is_floating(options.workload.datatype)) {
+  if (is_loc(options.workload.op)) {
+    throw UsageError(std::string("-o ") + op_name(options.workload.op) +
+                     " takes a value-index pair datatype, which the benchmark does not run");
+  }
+  if (integers_only(options.workload.op) && is_floating(options.workload.datatype)) {
     throw UsageError(std::string("-o ") + op_name(options.workload.op) +
                      " takes an integer datatype, not " + datatype_name(options.workload.datatype));
   }

@@ -56,6 +56,12 @@ T reduce(coll_op_t op, T a, T b) {
         return static_cast<T>(x | y);
       case COLL_BXOR:
         return static_cast<T>(x ^ y);
+      case COLL_LAND:
+        return static_cast<T>(x != 0 && y != 0);
+      case COLL_LOR:
+        return static_cast<T>(x != 0 || y != 0);
+      case COLL_LXOR:
+        return static_cast<T>((x != 0) != (y != 0));
       default:
         break;
     }

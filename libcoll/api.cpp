@@ -26,6 +26,7 @@
 #include "datatype.hpp"
 #include "env.hpp"
 #include "error.hpp"
+#include "user_op.hpp"
 
 namespace {
 
@@ -960,6 +961,27 @@ const char* coll_comm_bootstrap_name(coll_comm_t comm) {
 const char* coll_comm_last_algorithm(coll_comm_t comm, const char* collective) {
   coll::Communicator* c = live(comm);
   return c && collective ? c->last_algorithm(collective) : "";
+}
+
+int coll_op_create(coll_user_fn* fn, int commute, void* ctx, coll_op_t* op) {
+  if (!fn) return bad_handle("coll_op_create: NULL function");
+  if (!op) return bad_handle("coll_op_create: NULL op");
+  return guarded(g_init_error, [&] {
+    const int handle = coll::create_user_op(coll::UserOp{fn, ctx, commute != 0});
+    *op = static_cast<coll_op_t>(handle);
+  });
+}
+
+int coll_op_free(coll_op_t* op) {
+  if (!op) return bad_handle("coll_op_free: NULL pointer");
+  const int handle = raw_enum(*op);
+  if (handle == raw_enum(COLL_OP_NULL)) return bad_handle("coll_op_free: COLL_OP_NULL");
+  if (!coll::free_user_op(handle))
+    return bad_handle(coll::is_user_op_handle(handle)
+                          ? "coll_op_free: not a live user operator (freed already?)"
+                          : "coll_op_free: not a user operator (a built-in one cannot be freed)");
+  *op = COLL_OP_NULL;
+  return COLL_SUCCESS;
 }
 
 size_t coll_datatype_size(coll_datatype_t datatype) {

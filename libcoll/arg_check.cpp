@@ -8,6 +8,7 @@
 #include "datatype.hpp"
 #include "error.hpp"
 #include "operation.hpp"
+#include "user_op.hpp"
 
 namespace coll {
 namespace {
@@ -61,7 +62,10 @@ CallSignature signature_of(const Operation& op, int n, int me) {
   s.seq = op.seq;
   s.collective = int32_t(c);
   s.datatype = c == Coll::kBarrier ? -1 : a.datatype;
-  s.op = a.reduce ? a.op : -1;  // the descriptor's check sets reduce for reductions only
+  // The descriptor's check sets reduce for reductions only. A user
+  // operator's handle is local to its process (ranks that made their ops in
+  // another order hold other values): only "a user op" is compared.
+  s.op = !a.reduce ? -1 : is_user_op_handle(a.op) ? -2 : a.op;
   s.root = rooted(c) ? a.root : -1;
   switch (c) {
     case Coll::kAllgatherv:

@@ -129,7 +129,10 @@ const Blocker* Communicator::blocked() const {
 }
 
 [[gnu::always_inline]] inline const Algorithm* Communicator::choose(Coll c, const Args& args) {
-  const Algorithm* algo = ctx_.forced(c);
+  // A non-commutative user operator: the one algorithm that keeps the rank
+  // order, before any knob (a forced ring would give a wrong result).
+  const Algorithm* algo = args.commutative ? nullptr : in_order_algorithm(c);
+  if (!algo) algo = ctx_.forced(c);
   if (!algo) algo = hierarchical_[int(c)];
   if (!algo) {
     // The last choice is kept with the sizes it holds for: programs repeat

@@ -1,6 +1,9 @@
 #include "datatype.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 
 #include "error.hpp"
 
@@ -22,10 +25,18 @@ constexpr TypeInfo kTypes[COLL_DATATYPE_COUNT] = {
     {"int64", 8, true},   {"uint8", 1, true},   {"uint16", 2, true},
     {"uint32", 4, true},  {"uint64", 8, true},  {"float", 4, false},
     {"double", 8, false}, {"float16", 2, false}, {"bfloat16", 2, false},
+    {"float_int", sizeof(coll_float_int_t), false},
+    {"double_int", sizeof(coll_double_int_t), false},
+    {"long_int", sizeof(coll_long_int_t), false},
+    {"2int", sizeof(coll_2int_t), false},
+    {"short_int", sizeof(coll_short_int_t), false},
+    {"long_double_int", sizeof(coll_long_double_int_t), false},
 };
 
-constexpr const char* kOps[COLL_OP_COUNT] = {"sum", "prod", "min", "max",
-                                             "band", "bor", "bxor"};
+constexpr const char* kOps[COLL_OP_COUNT] = {"sum",  "prod", "min",  "max", "band",   "bor",
+                                             "bxor", "land", "lor",  "lxor", "maxloc", "minloc"};
+static_assert(kOps[COLL_OP_COUNT - 1] != nullptr, "a name for every operator");
+static_assert(kTypes[COLL_DATATYPE_COUNT - 1].name != nullptr, "an entry for every datatype");
 
 }  // namespace
 
@@ -44,6 +55,26 @@ const char* datatype_name(int datatype) {
   return valid_datatype(datatype) ? kTypes[datatype].name : "unknown";
 }
 const char* op_name(int op) { return valid_op(op) ? kOps[op] : "unknown"; }
+
+const char* op_rule(int datatype, int op) {
+  if (is_pair_type(datatype) && op != COLL_MAXLOC && op != COLL_MINLOC)
+    return "not on the value-index pair types";
+  switch (op) {
+    case COLL_BAND:
+    case COLL_BOR:
+    case COLL_BXOR:
+    case COLL_LAND:
+    case COLL_LOR:
+    case COLL_LXOR:
+      return "integer types only";
+    case COLL_MAXLOC:
+    case COLL_MINLOC:
+      return "the value-index pair types only: float_int, double_int, long_int, 2int, "
+             "short_int, long_double_int";
+    default:
+      return "not on the value-index pair types";
+  }
+}
 
 bool cpu_has_f16c() {
 #if defined(__x86_64__)
@@ -113,6 +144,34 @@ void select_reduce_kernels(const std::string& isa) {
 }
 
 const char* reduce_kernels_name() { return active_reduce_table().isa; }
+
+// b must not change (a peer's message in a window slot, or the caller's
+// sendbuf) and the function writes its second operand: with dst == a the
+// higher operand goes through a bounded scratch, a chunk at a time.
+void Reducer::apply_user(void* dst, const void* a, const void* b, size_t count) const {
+  const auto type = static_cast<coll_datatype_t>(datatype);
+  if (count == 0) return;
+  if (dst == b) {
+    user(a, dst, count, type, ctx);
+    return;
+  }
+  if (dst != a) {
+    std::memcpy(dst, b, count * elem_size);
+    user(a, dst, count, type, ctx);
+    return;
+  }
+  const size_t chunk = std::max<size_t>(1, (size_t{64} << 10) / elem_size);
+  const size_t first = std::min(chunk, count);
+  std::unique_ptr<char[]> scratch(new char[first * elem_size]);
+  auto* d = static_cast<char*>(dst);
+  const auto* y = static_cast<const char*>(b);
+  for (size_t at = 0; at < count; at += chunk) {
+    const size_t k = std::min(chunk, count - at);
+    std::memcpy(scratch.get(), y + at * elem_size, k * elem_size);
+    user(d + at * elem_size, scratch.get(), k, type, ctx);
+    std::memcpy(d + at * elem_size, scratch.get(), k * elem_size);
+  }
+}
 
 ReduceFn reduce_function(int datatype, int op) {
   if (!valid_datatype(datatype) || !valid_op(op)) return nullptr;

@@ -73,6 +73,21 @@ struct Bxor {
   template <class T>
   static T apply(T a, T b) { return static_cast<T>(a ^ b); }
 };
+// MPI's logical operators: an operand is true when nonzero, the result is
+// 1 or 0 of the operands' type. Written with bitwise operators on 0/1
+// values (no short-circuit branch) so that the loops vectorise.
+struct Land {
+  template <class T>
+  static T apply(T a, T b) { return static_cast<T>((a != 0) & (b != 0)); }
+};
+struct Lor {
+  template <class T>
+  static T apply(T a, T b) { return static_cast<T>((a != 0) | (b != 0)); }
+};
+struct Lxor {
+  template <class T>
+  static T apply(T a, T b) { return static_cast<T>((a != 0) ^ (b != 0)); }
+};
 
 // Three loops, so that each vectorises without a run-time overlap check:
 // in place (dst == a, the common case inside the algorithms), dst == b, and
@@ -162,6 +177,34 @@ __attribute__((target("f16c"))) void reduce_f16c(void* dst, const void* a, const
 }
 #endif
 
+// MAXLOC / MINLOC on a value-index pair P (coll_float_int_t, ...): the pair
+// with the better value wins, and of equal (or unordered: NaN) values the
+// lower index (MPI's rule). The winner is copied whole, padding included,
+// so the result is the bits of one of the operands. Elements are copied in
+// and out with memcpy: a pair in a window slot or a user's buffer need not
+// be aligned as its struct (long double's is 16, which SSE moves assume).
+template <class P, bool kMax>
+void reduce_loc(void* dst, const void* a, const void* b, size_t count) {
+  auto* d = static_cast<char*>(dst);
+  const auto* x = static_cast<const char*>(a);
+  const auto* y = static_cast<const char*>(b);
+  for (size_t i = 0; i < count; ++i) {
+    P p, q;
+    __builtin_memcpy(&p, x + i * sizeof(P), sizeof(P));
+    __builtin_memcpy(&q, y + i * sizeof(P), sizeof(P));
+    const bool q_better = kMax ? p.value < q.value : q.value < p.value;
+    const bool p_better = kMax ? q.value < p.value : p.value < q.value;
+    const bool take_q = q_better || (!p_better && q.index < p.index);
+    __builtin_memcpy(d + i * sizeof(P), take_q ? &q : &p, sizeof(P));
+  }
+}
+
+template <class P>
+void fill_pair(ReduceFn* row) {
+  row[COLL_MAXLOC] = reduce_loc<P, true>;
+  row[COLL_MINLOC] = reduce_loc<P, false>;
+}
+
 template <class Format>
 void fill_widened(ReduceFn* row) {
 #if defined(COLL_F16C_KERNELS)
@@ -191,6 +234,9 @@ void fill(ReduceFn* row) {
     row[COLL_BAND] = reduce<T, Band>;
     row[COLL_BOR] = reduce<T, Bor>;
     row[COLL_BXOR] = reduce<T, Bxor>;
+    row[COLL_LAND] = reduce<T, Land>;
+    row[COLL_LOR] = reduce<T, Lor>;
+    row[COLL_LXOR] = reduce<T, Lxor>;
   }
 }
 
@@ -208,6 +254,12 @@ ReduceTable make_table() {
   fill<double>(t.fn[COLL_DOUBLE]);
   fill_widened<Float16>(t.fn[COLL_FLOAT16]);
   fill_widened<BFloat16>(t.fn[COLL_BFLOAT16]);
+  fill_pair<coll_float_int_t>(t.fn[COLL_FLOAT_INT]);
+  fill_pair<coll_double_int_t>(t.fn[COLL_DOUBLE_INT]);
+  fill_pair<coll_long_int_t>(t.fn[COLL_LONG_INT]);
+  fill_pair<coll_2int_t>(t.fn[COLL_2INT]);
+  fill_pair<coll_short_int_t>(t.fn[COLL_SHORT_INT]);
+  fill_pair<coll_long_double_int_t>(t.fn[COLL_LONG_DOUBLE_INT]);
   return t;
 }
 

@@ -62,22 +62,87 @@ typedef enum COLL_ENUM_INT {
    * whatever its payload. */
   COLL_FLOAT16,
   COLL_BFLOAT16,
+  /* Value-index pairs, for COLL_MAXLOC and COLL_MINLOC only (any other
+   * operator on them is COLL_ERR_INVALID_ARG; bcast, gather and the other
+   * collectives that only move data take them as any datatype). Each is
+   * laid out as the C struct of MPI's pair type, padding included, so an
+   * MPI program's buffers pass as they are: coll_float_int_t ... below,
+   * whose sizes (on x86-64 and aarch64 Linux) follow. New datatypes are
+   * added at the end (before COLL_DATATYPE_COUNT): the values of the
+   * existing ones never change. */
+  COLL_FLOAT_INT = 12,       /* MPI_FLOAT_INT: 8 bytes */
+  COLL_DOUBLE_INT = 13,      /* MPI_DOUBLE_INT: 16 bytes */
+  COLL_LONG_INT = 14,        /* MPI_LONG_INT: 16 bytes (long is 8) */
+  COLL_2INT = 15,            /* MPI_2INT: 8 bytes */
+  COLL_SHORT_INT = 16,       /* MPI_SHORT_INT: 8 bytes */
+  COLL_LONG_DOUBLE_INT = 17, /* MPI_LONG_DOUBLE_INT: 32 bytes */
   COLL_DATATYPE_COUNT /* not a datatype: the number of them */
 } coll_datatype_t;
 
+/* The elements of the pair datatypes: a value and its index (MPI's
+ * MPI_FLOAT_INT ... MPI_LONG_DOUBLE_INT are these structs). */
+typedef struct { float value; int index; } coll_float_int_t;
+typedef struct { double value; int index; } coll_double_int_t;
+typedef struct { long value; int index; } coll_long_int_t;
+typedef struct { int value; int index; } coll_2int_t;
+typedef struct { short value; int index; } coll_short_int_t;
+typedef struct { long double value; int index; } coll_long_double_int_t;
+
 /* Reduction operators. Integer SUM and PROD wrap around on overflow (two's
  * complement), as MPI implementations do in practice. The bitwise operators
- * take integer types only (not FLOAT, DOUBLE, FLOAT16 or BFLOAT16). */
+ * take integer types only (not FLOAT, DOUBLE, FLOAT16 or BFLOAT16).
+ * The logical operators (MPI_LAND, MPI_LOR, MPI_LXOR) take integer types
+ * only too, as MPI allows them on C integer and logical types only: an
+ * operand is true when it is nonzero, and each result element is 1 (true)
+ * or 0 (false) in the operands' type.
+ * MAXLOC and MINLOC take the value-index pair types only (COLL_FLOAT_INT
+ * ... COLL_LONG_DOUBLE_INT), as MPI's: the pair with the larger (smaller)
+ * value wins; of two with equal values the lower index wins (MPI's rule,
+ * which makes them commutative). Values that do not compare (a NaN) count
+ * as equal: the lower index wins, but the result then depends on the order
+ * of the reduction, as for MPI.
+ * New operators are added at the end (before COLL_OP_COUNT): the values of
+ * the existing ones never change. */
 typedef enum COLL_ENUM_INT {
   COLL_SUM = 0,
-  COLL_PROD,
-  COLL_MIN,
-  COLL_MAX,
-  COLL_BAND,
-  COLL_BOR,
-  COLL_BXOR,
+  COLL_PROD = 1,
+  COLL_MIN = 2,
+  COLL_MAX = 3,
+  COLL_BAND = 4,
+  COLL_BOR = 5,
+  COLL_BXOR = 6,
+  COLL_LAND = 7,
+  COLL_LOR = 8,
+  COLL_LXOR = 9,
+  COLL_MAXLOC = 10,
+  COLL_MINLOC = 11,
   COLL_OP_COUNT /* not an operator: the number of them */
 } coll_op_t;
+
+/* User-defined operators (MPI_Op_create). fn(in, inout, count, datatype,
+ * ctx) computes inout[i] = in[i] op inout[i] for the count elements of
+ * datatype at in and inout; `in` is always the operand of the lower ranks
+ * (MPI's rule), so the result of a reduction over ranks 0 .. n-1 is
+ * x0 op x1 op ... op x(n-1) for an associative op, commutative or not.
+ * fn may be called with any datatype the call passes (it is given it),
+ * on whole elements, any number of times per call and with any count from
+ * 0 to the call's, from the thread that drives the operation (the
+ * caller's, or the progress thread with COLL_ASYNC_PROGRESS=1); it must
+ * not call libcoll. commute = 0: the op is applied in rank order only
+ * (libcoll then runs, for each reduction, an algorithm that keeps the
+ * order, whatever COLL_<NAME>_ALGO says: coll_comm_last_algorithm names
+ * it); commute != 0 lets every algorithm apply it in any order.
+ * coll_op_create needs no coll_init; an op lives until coll_op_free, which
+ * sets *op to COLL_OP_NULL. Operations in flight keep using fn and ctx
+ * (they took them when they were started): freeing an op they use is
+ * allowed, as in MPI. A freed handle, a built-in op given to coll_op_free,
+ * or COLL_OP_NULL is COLL_ERR_INVALID_ARG wherever it is passed. */
+typedef void coll_user_fn(const void *in, void *inout, size_t count, coll_datatype_t datatype,
+                          void *ctx);
+int coll_op_create(coll_user_fn *fn, int commute, void *ctx, coll_op_t *op);
+int coll_op_free(coll_op_t *op); /* sets *op to COLL_OP_NULL */
+/* No operator: what coll_op_free leaves. */
+#define COLL_OP_NULL ((coll_op_t)-1)
 
 /* "In place": passed instead of a buffer where MPI allows MPI_IN_PLACE; the
  * collectives below say which argument takes it and what it means. A
@@ -202,11 +267,12 @@ int coll_barrier_init(coll_comm_t comm, coll_request_t *request);
  * COLL_ERR_INVALID_ARG by a rank that sees it.
  *
  * Reductions are deterministic: the same inputs on the same ranks with the
- * same algorithm give the same bits, run after run. The operators are
- * treated as commutative (all of libcoll's are), so the order in which
+ * same algorithm give the same bits, run after run. The built-in operators
+ * are treated as commutative (all of libcoll's are), so the order in which
  * ranks' operands meet depends on the algorithm: float SUM and PROD may
  * round differently from another algorithm or library (within the usual
- * bounds). reduce_scatter(_block), scan and exscan give each rank its own
+ * bounds). A user operator made with commute = 0 (coll_op_create) is
+ * applied in rank order. reduce_scatter(_block), scan and exscan give each rank its own
  * result; reduce gives one result, at the root.
  *
  * COLL_IN_PLACE:

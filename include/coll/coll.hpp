@@ -58,8 +58,32 @@ constexpr coll_datatype_t datatype_of() {
   else if constexpr (std::is_same_v<T, uint64_t>) return COLL_UINT64;
   else if constexpr (std::is_same_v<T, float>) return COLL_FLOAT;
   else if constexpr (std::is_same_v<T, double>) return COLL_DOUBLE;
+  else if constexpr (std::is_same_v<T, coll_float_int_t>) return COLL_FLOAT_INT;
+  else if constexpr (std::is_same_v<T, coll_double_int_t>) return COLL_DOUBLE_INT;
+  else if constexpr (std::is_same_v<T, coll_long_int_t>) return COLL_LONG_INT;
+  else if constexpr (std::is_same_v<T, coll_2int_t>) return COLL_2INT;
+  else if constexpr (std::is_same_v<T, coll_short_int_t>) return COLL_SHORT_INT;
+  else if constexpr (std::is_same_v<T, coll_long_double_int_t>) return COLL_LONG_DOUBLE_INT;
   else static_assert(!sizeof(T), "no libcoll datatype for this type");
 }
+
+// A user-defined operator (coll_op_create): freed with the object.
+// Converts to coll_op_t, so it passes wherever an op does.
+class UserOp {
+ public:
+  UserOp(coll_user_fn* fn, bool commute, void* ctx = nullptr) {
+    check(coll_op_create(fn, commute ? 1 : 0, ctx, &op_), nullptr);
+  }
+  ~UserOp() {
+    if (op_ != COLL_OP_NULL) coll_op_free(&op_);
+  }
+  UserOp(const UserOp&) = delete;
+  UserOp& operator=(const UserOp&) = delete;
+  operator coll_op_t() const { return op_; }
+
+ private:
+  coll_op_t op_ = COLL_OP_NULL;
+};
 
 // coll_init in the constructor, coll_finalize in the destructor.
 class Session {

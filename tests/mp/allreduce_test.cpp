@@ -42,6 +42,15 @@ T input_value(coll_op_t op, uint64_t seed, int rank, size_t index) {
         return static_cast<T>(bits | mp::mix(bits));  // 3/4 of bits set
       case COLL_BOR:
         return static_cast<T>(bits & mp::mix(bits));  // 1/4 of bits set
+      // Logical: true is any nonzero value (odd, so that it stays nonzero in
+      // any width; negative too), false 0. LAND's operands are true 7 in 8
+      // and LOR's false 7 in 8, so that both results occur at every np.
+      case COLL_LAND:
+        return static_cast<T>(bits % 8 == 0 ? 0 : ((bits >> 8) | 1));
+      case COLL_LOR:
+        return static_cast<T>(bits % 8 != 0 ? 0 : ((bits >> 8) | 1));
+      case COLL_LXOR:
+        return static_cast<T>(bits % 2 == 0 ? 0 : ((bits >> 8) | 1));
       default:
         return static_cast<T>(bits);
     }
@@ -85,6 +94,9 @@ T expected_value(coll_op_t op, uint64_t seed, int ranks, size_t index) {
           if (op == COLL_BAND) acc = static_cast<T>(acc & v);
           if (op == COLL_BOR) acc = static_cast<T>(acc | v);
           if (op == COLL_BXOR) acc = static_cast<T>(acc ^ v);
+          if (op == COLL_LAND) acc = static_cast<T>(acc != 0 && v != 0);
+          if (op == COLL_LOR) acc = static_cast<T>(acc != 0 || v != 0);
+          if (op == COLL_LXOR) acc = static_cast<T>((acc != 0) != (v != 0));
         }
     }
   }
@@ -161,7 +173,7 @@ std::vector<AllreduceCase> every_valid_case() {
   for (coll_datatype_t datatype : mp::typed_datatypes()) {
     for (int op = 0; op < COLL_OP_COUNT; ++op) {
       const auto coll_op = static_cast<coll_op_t>(op);
-      if (mp::is_floating(datatype) && mp::is_bitwise(coll_op)) continue;
+      if (!mp::op_applies(coll_op, datatype)) continue;
       cases.push_back({datatype, coll_op});
     }
   }

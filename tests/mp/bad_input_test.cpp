@@ -88,10 +88,11 @@ TEST_F(BadInput, UnknownOp) {
   }
 }
 
+// The bitwise and the logical operators: MPI defines them on integers only.
 TEST_F(BadInput, BitwiseOpOnFloatingPoint) {
   coll_comm_t w = mp::world();
   for (coll_datatype_t datatype : {COLL_FLOAT, COLL_DOUBLE, COLL_FLOAT16, COLL_BFLOAT16}) {
-    for (coll_op_t op : {COLL_BAND, COLL_BOR, COLL_BXOR}) {
+    for (coll_op_t op : {COLL_BAND, COLL_BOR, COLL_BXOR, COLL_LAND, COLL_LOR, COLL_LXOR}) {
       const std::string what =
           std::string("allreduce ") + mp::op_name(op) + " on " + mp::datatype_name(datatype);
       expect_rejected(coll_allreduce(send_.data(), recv_.data(), kCount / 2, datatype, op, w), what,

@@ -73,6 +73,8 @@ bool same_on_all_ranks(uint64_t digest);
 // C++ type as the benchmark has them (bench/datatypes.hpp).
 using bench::datatype_name;
 using bench::is_bitwise;
+using bench::integers_only;
+using bench::op_applies;
 using bench::is_floating;
 using bench::op_name;
 using bench::visit_datatype;  // visit(bench::TypeTag<T>{})

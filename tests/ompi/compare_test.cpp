@@ -49,6 +49,7 @@
 #include "rank_failure_printer.hpp"
 
 using bench::datatype_name;
+using bench::integers_only;
 using bench::is_bitwise;
 using bench::is_floating;
 using bench::mpi_datatype;
@@ -263,6 +264,10 @@ void compare_bcast(coll_datatype_t type, size_t count, int root) {
 
 const coll_datatype_t kTypes[] = {COLL_INT8,   COLL_INT16,  COLL_INT32,  COLL_INT64, COLL_UINT8,
                                   COLL_UINT16, COLL_UINT32, COLL_UINT64, COLL_FLOAT, COLL_DOUBLE};
+// Not the logical ops yet: this file also runs under the PMPI shim
+// (tests/pmpi), which asserts that it serves every MPI_Allreduce, and the
+// shim does not map MPI_LAND/LOR/LXOR onto libcoll yet (issue 30, "Ops").
+// With them here the Open MPI comparison passed (120 cases at np 3).
 const coll_op_t kOps[] = {COLL_SUM, COLL_PROD, COLL_MIN, COLL_MAX, COLL_BAND, COLL_BOR, COLL_BXOR};
 // Empty, one, an odd few, more than a small slot, and a large prime that
 // divides evenly by no rank count.
@@ -291,13 +296,14 @@ std::string allreduce_case_name(const testing::TestParamInfo<AllreduceCase>& inf
   return std::string(datatype_name(type)) + "_" + op_name(op) + "_" + std::to_string(count);
 }
 
-// Every valid (datatype, operator) pair: bitwise operators on integers only.
+// Every valid (datatype, operator) pair: bitwise and logical operators on
+// integers only.
 template <typename Ops, typename Counts>
 std::vector<AllreduceCase> allreduce_cases(const Ops& ops, const Counts& counts) {
   std::vector<AllreduceCase> cases;
   for (coll_datatype_t type : kTypes)
     for (coll_op_t op : ops)
-      if (!(is_floating(type) && is_bitwise(op)))
+      if (!(is_floating(type) && integers_only(op)))
         for (size_t count : counts) cases.emplace_back(type, op, count);
   return cases;
 }

@@ -3,6 +3,7 @@
 // the sanitizer build checks that).
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -46,6 +47,152 @@ TEST(Datatype, BitwiseOpsOnlyOnIntegers) {
   }
   EXPECT_EQ(reduce_function(COLL_INT32, COLL_OP_COUNT), nullptr);
   EXPECT_EQ(reduce_function(COLL_DATATYPE_COUNT, COLL_SUM), nullptr);
+}
+
+// MPI allows the logical operators on C integer (and logical) types only.
+TEST(Datatype, LogicalOpsOnlyOnIntegers) {
+  for (int op : {COLL_LAND, COLL_LOR, COLL_LXOR}) {
+    for (int dt : {COLL_FLOAT, COLL_DOUBLE, COLL_FLOAT16, COLL_BFLOAT16})
+      EXPECT_EQ(reduce_function(dt, op), nullptr) << datatype_name(dt) << " " << op_name(op);
+    for (int dt = COLL_INT8; dt <= COLL_UINT64; ++dt) EXPECT_NE(reduce_function(dt, op), nullptr);
+  }
+  EXPECT_STREQ(op_name(COLL_LAND), "land");
+  EXPECT_STREQ(op_name(COLL_LOR), "lor");
+  EXPECT_STREQ(op_name(COLL_LXOR), "lxor");
+}
+
+// Any nonzero value is true (negative ones, and ones whose low byte is 0);
+// the result is 1 or 0.
+TEST(Datatype, LogicalOpsTakeNonzeroAsTrueAndGiveOneOrZero) {
+  const std::vector<int16_t> a = {0, 0, -1, 256, 7, -32768};
+  const std::vector<int16_t> b = {0, 5, 0, 2, -3, 0};
+  EXPECT_EQ(run<int16_t>(COLL_INT16, COLL_LAND, a, b), (std::vector<int16_t>{0, 0, 0, 1, 1, 0}));
+  EXPECT_EQ(run<int16_t>(COLL_INT16, COLL_LOR, a, b), (std::vector<int16_t>{0, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(run<int16_t>(COLL_INT16, COLL_LXOR, a, b), (std::vector<int16_t>{0, 1, 1, 0, 0, 1}));
+  const std::vector<uint64_t> x = {uint64_t(1) << 63, 0, ~uint64_t(0)};
+  const std::vector<uint64_t> y = {uint64_t(1) << 32, uint64_t(1) << 40, 0};
+  EXPECT_EQ(run<uint64_t>(COLL_UINT64, COLL_LAND, x, y), (std::vector<uint64_t>{1, 0, 0}));
+  EXPECT_EQ(run<uint64_t>(COLL_UINT64, COLL_LOR, x, y), (std::vector<uint64_t>{1, 1, 1}));
+  EXPECT_EQ(run<uint64_t>(COLL_UINT64, COLL_LXOR, x, y), (std::vector<uint64_t>{0, 1, 1}));
+}
+
+// The pairs are MPI's C structs, padding included: an MPI program's
+// buffers pass as they are.
+TEST(Datatype, PairTypesHaveTheLayoutOfMpisStructs) {
+  EXPECT_EQ(datatype_size(COLL_FLOAT_INT), 8u);
+  EXPECT_EQ(datatype_size(COLL_DOUBLE_INT), 16u);
+  EXPECT_EQ(datatype_size(COLL_2INT), 8u);
+  EXPECT_EQ(datatype_size(COLL_SHORT_INT), 8u);
+  struct LongInt {  // MPI_LONG_INT's C layout
+    long v;
+    int i;
+  };
+  struct LongDoubleInt {  // MPI_LONG_DOUBLE_INT's
+    long double v;
+    int i;
+  };
+  EXPECT_EQ(datatype_size(COLL_LONG_INT), sizeof(LongInt));
+  EXPECT_EQ(datatype_size(COLL_LONG_DOUBLE_INT), sizeof(LongDoubleInt));
+#if defined(__x86_64__)
+  EXPECT_EQ(datatype_size(COLL_LONG_INT), 16u);
+  EXPECT_EQ(datatype_size(COLL_LONG_DOUBLE_INT), 32u);
+#endif
+  EXPECT_EQ(offsetof(coll_double_int_t, index), 8u);
+  EXPECT_EQ(offsetof(coll_short_int_t, index), 4u);
+  EXPECT_STREQ(datatype_name(COLL_2INT), "2int");
+  EXPECT_STREQ(datatype_name(COLL_LONG_DOUBLE_INT), "long_double_int");
+  EXPECT_STREQ(op_name(COLL_MAXLOC), "maxloc");
+  EXPECT_STREQ(op_name(COLL_MINLOC), "minloc");
+}
+
+// MAXLOC / MINLOC on the pairs only; nothing else on the pairs.
+TEST(Datatype, LocOpsOnPairsOnlyAndNothingElseOnPairs) {
+  for (int dt = 0; dt < COLL_DATATYPE_COUNT; ++dt) {
+    for (int op = 0; op < COLL_OP_COUNT; ++op) {
+      const bool loc = op == COLL_MAXLOC || op == COLL_MINLOC;
+      if (loc || is_pair_type(dt)) {
+        EXPECT_EQ(reduce_function(dt, op) != nullptr, loc && is_pair_type(dt))
+            << datatype_name(dt) << " " << op_name(op);
+      }
+    }
+  }
+  EXPECT_STREQ(op_rule(COLL_DOUBLE_INT, COLL_SUM), "not on the value-index pair types");
+  EXPECT_STREQ(op_rule(COLL_DOUBLE_INT, COLL_LAND), "not on the value-index pair types");
+  EXPECT_STREQ(op_rule(COLL_FLOAT, COLL_LAND), "integer types only");
+}
+
+// MPI's rule on every pair type and every kernel set: the better value
+// wins; equal values give the lower index; the result is one operand's
+// bits. Destination fresh, equal to a, or to b.
+template <class P>
+void check_loc(int dt) {
+  using V = decltype(P::value);
+  // (a, b) -> maxloc, minloc: as index of the winner, 0 = a, 1 = b.
+  struct Case {
+    V av;
+    int ai;
+    V bv;
+    int bi;
+    int max_winner, min_winner;
+  };
+  const Case cases[] = {
+      {V(1), 5, V(2), 3, 1, 0},     {V(2), 5, V(1), 3, 0, 1},   {V(7), 4, V(7), 9, 0, 0},
+      {V(7), 9, V(7), 4, 1, 1},     {V(-3), 0, V(-3), 0, 0, 0}, {V(-1), -2, V(0), 7, 1, 0},
+      {V(100), 1, V(-100), 0, 0, 1},
+  };
+  for (const std::string& set : reduce_kernel_sets()) {
+    select_reduce_kernels(set);
+    for (int op : {COLL_MAXLOC, COLL_MINLOC}) {
+      const ReduceFn f = reduce_function(dt, op);
+      ASSERT_NE(f, nullptr);
+      std::vector<P> a, b;
+      for (const Case& c : cases) {
+        P x, y;
+        std::memset(&x, 0x11, sizeof x);  // padding too: the winner is copied whole
+        std::memset(&y, 0x22, sizeof y);
+        x.value = c.av, x.index = c.ai, y.value = c.bv, y.index = c.bi;
+        a.push_back(x), b.push_back(y);
+      }
+      for (int alias = 0; alias < 3; ++alias) {
+        std::vector<P> x = a, y = b, out(a.size());
+        std::vector<P>& dst = alias == 0 ? out : alias == 1 ? x : y;
+        f(dst.data(), x.data(), y.data(), a.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          const int w = op == COLL_MAXLOC ? cases[i].max_winner : cases[i].min_winner;
+          EXPECT_EQ(std::memcmp(&dst[i], w == 0 ? &a[i] : &b[i], sizeof(P)), 0)
+              << set << " " << datatype_name(dt) << " " << op_name(op) << " case " << i
+              << " alias " << alias;
+        }
+      }
+    }
+  }
+  select_reduce_kernels("auto");
+}
+
+TEST(Datatype, MaxlocMinlocFollowMpisRule) {
+  check_loc<coll_float_int_t>(COLL_FLOAT_INT);
+  check_loc<coll_double_int_t>(COLL_DOUBLE_INT);
+  check_loc<coll_long_int_t>(COLL_LONG_INT);
+  check_loc<coll_2int_t>(COLL_2INT);
+  check_loc<coll_short_int_t>(COLL_SHORT_INT);
+  check_loc<coll_long_double_int_t>(COLL_LONG_DOUBLE_INT);
+}
+
+// Unaligned elements (a pair in the middle of a byte buffer, as in a
+// window slot): long double's pair is 16-aligned, and must not be assumed.
+TEST(Datatype, MaxlocOnUnalignedElements) {
+  const ReduceFn f = reduce_function(COLL_LONG_DOUBLE_INT, COLL_MAXLOC);
+  ASSERT_NE(f, nullptr);
+  alignas(64) unsigned char buf[3 * sizeof(coll_long_double_int_t) + 1];
+  coll_long_double_int_t x{}, y{};
+  x.value = 2.5L, x.index = 3, y.value = 2.5L, y.index = 1;
+  std::memcpy(buf + 1, &x, sizeof x);
+  std::memcpy(buf + 1 + sizeof x, &y, sizeof y);
+  f(buf + 1, buf + 1, buf + 1 + sizeof x, 1);
+  coll_long_double_int_t r;
+  std::memcpy(&r, buf + 1, sizeof r);
+  EXPECT_EQ(r.index, 1);
+  EXPECT_EQ(r.value, 2.5L);
 }
 
 TEST(Datatype, SignedSumAndProdWrap) {
@@ -98,6 +245,9 @@ T reference(int op, T a, T b) {
     if (op == COLL_BAND) return T(a & b);
     if (op == COLL_BOR) return T(a | b);
     if (op == COLL_BXOR) return T(a ^ b);
+    if (op == COLL_LAND) return T(a != 0 && b != 0);
+    if (op == COLL_LOR) return T(a != 0 || b != 0);
+    if (op == COLL_LXOR) return T((a != 0) != (b != 0));
   }
   ADD_FAILURE() << "no reference for op " << op;
   return T{};
@@ -121,6 +271,7 @@ void check_kernels(int dt, const std::string& set) {
     for (T& x : v) {
       const uint64_t bits = rng();
       std::memcpy(&x, &bits, sizeof x);
+      if (bits >> 62 == 0) x = T(0);  // a quarter zeros: the logical ops' false
     }
     return v;
   };
@@ -128,8 +279,7 @@ void check_kernels(int dt, const std::string& set) {
   for (int op = 0; op < COLL_OP_COUNT; ++op) {
     const ReduceFn f = reduce_function(dt, op);
     // Every set has every valid pair: a missing one must fail, not be skipped.
-    const bool valid =
-        std::is_integral_v<T> || (op != COLL_BAND && op != COLL_BOR && op != COLL_BXOR);
+    const bool valid = op <= COLL_MAX || (std::is_integral_v<T> && op <= COLL_LXOR);
     EXPECT_EQ(f != nullptr, valid)
         << "kernels " << set << ", " << datatype_name(dt) << " " << op_name(op);
     if (!f) continue;

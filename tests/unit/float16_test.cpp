@@ -292,7 +292,8 @@ TEST(Float16Datatypes, SizesNamesAndOps) {
   EXPECT_FALSE(is_integer_type(COLL_FLOAT16));
   for (int dt : {COLL_FLOAT16, COLL_BFLOAT16}) {
     for (int op : kArithmeticOps) EXPECT_NE(reduce_function(dt, op), nullptr);
-    for (int op : {COLL_BAND, COLL_BOR, COLL_BXOR}) EXPECT_EQ(reduce_function(dt, op), nullptr);
+    for (int op : {COLL_BAND, COLL_BOR, COLL_BXOR, COLL_LAND, COLL_LOR, COLL_LXOR})
+      EXPECT_EQ(reduce_function(dt, op), nullptr);
   }
 }
 
