@@ -264,11 +264,8 @@ void compare_bcast(coll_datatype_t type, size_t count, int root) {
 
 const coll_datatype_t kTypes[] = {COLL_INT8,   COLL_INT16,  COLL_INT32,  COLL_INT64, COLL_UINT8,
                                   COLL_UINT16, COLL_UINT32, COLL_UINT64, COLL_FLOAT, COLL_DOUBLE};
-// Not the logical ops yet: this file also runs under the PMPI shim
-// (tests/pmpi), which asserts that it serves every MPI_Allreduce, and the
-// shim does not map MPI_LAND/LOR/LXOR onto libcoll yet (issue 30, "Ops").
-// With them here the Open MPI comparison passed (120 cases at np 3).
-const coll_op_t kOps[] = {COLL_SUM, COLL_PROD, COLL_MIN, COLL_MAX, COLL_BAND, COLL_BOR, COLL_BXOR};
+const coll_op_t kOps[] = {COLL_SUM,  COLL_PROD, COLL_MIN,  COLL_MAX, COLL_BAND,
+                          COLL_BOR,  COLL_BXOR, COLL_LAND, COLL_LOR, COLL_LXOR};
 // Empty, one, an odd few, more than a small slot, and a large prime that
 // divides evenly by no rank count.
 const size_t kCounts[] = {0, 1, 7, 1000, 100003};
