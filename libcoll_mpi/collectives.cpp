@@ -329,6 +329,13 @@ bool elements(const TypeInfo& t, MPI_Count count, size_t* out) {
 bool plan_reduction(const Call& c, const TypeInfo& t, Planner& pl, Plan& p, MPI_Count total,
                     void* result, MPI_Count result_count, bool in_place_ok) {
   const bool in_place = c.sendbuf == MPI_IN_PLACE;
+  if (t.category == Category::kPair) {
+    // A named pair type: the user's elements are libcoll's pairs (the
+    // padded C struct, which MPI_Type_size does not count), one per extent.
+    p.send = in_place ? COLL_IN_PLACE : c.sendbuf;
+    p.recv = result;
+    return true;
+  }
   size_t bytes = 0;
   if (!pl.bytes_of(t, total, &bytes)) return false;
   if (bytes == 0) {

@@ -221,7 +221,9 @@ int agree(int v, MPI_Comm comm);
 
 // ---- datatypes and operators (types.cpp) ------------------------------------
 
-enum class Category { kSigned, kUnsigned, kFloat, kComplex, kByte, kOther };
+// kLogical: C and Fortran booleans (logical operators only); kPair: MPI's
+// value-index pair types (MAXLOC / MINLOC only).
+enum class Category { kSigned, kUnsigned, kFloat, kComplex, kByte, kLogical, kPair, kOther };
 struct TypeInfo {
   enum Elements { kEmpty, kOne, kMixed } elements = kMixed;
   Category category = Category::kOther;  // kOne: the element type's

@@ -10,11 +10,18 @@
 //    signature. When it is one type libcoll has (MPI_INT, MPI_INT32_T,
 //    MPI_INTEGER, ... map to COLL_INT32 by size and signedness; MPI_FLOAT,
 //    MPI_REAL, MPI_DOUBLE, MPI_DOUBLE_PRECISION; complex types as pairs for
-//    MPI_SUM; MPI_BYTE for the bitwise operators) the call is served,
-//    whatever the layout: a dense datatype in place, any other through a
-//    packed copy. Several element types, or one libcoll lacks (MPI_LONG_DOUBLE,
-//    MPI_C_BOOL, MPI_2INT, MPI_CHAR, ...), fall back - on every rank, since
-//    every rank's signature holds the same types. Element types that occur
+//    MPI_SUM; MPI_BYTE for the bitwise operators; MPI_C_BOOL and
+//    MPI_LOGICAL for the logical ones; the named pair types for MAXLOC and
+//    MINLOC) the call is served, whatever the layout: a dense datatype in
+//    place, any other through a packed copy. Several element types, or one
+//    libcoll lacks (MPI_LONG_DOUBLE, MPI_2REAL, MPI_CHAR, ...), fall back -
+//    on every rank, since every rank's signature holds the same types. One
+//    exception to "whatever the layout": pairs. libcoll's pair is MPI's C
+//    struct, padding included, and a packed copy has no padding, so only a
+//    named pair type is served (in place); a derived type made of pairs is
+//    passed to MPI. A program that passes MPI_DOUBLE_INT x 2 on one rank and
+//    a contiguous type of two on another (legal, rare) would split between
+//    libcoll and MPI there: it waits until COLL_TIMEOUT and fails. Element types that occur
 //    zero times (a struct block of length 0) do not count; a datatype of size
 //    0 moves nothing and is served as nothing.
 //  - Data moved unchanged (Kind::kBytes: bcast): bytes are bytes. Every
@@ -53,6 +60,25 @@ coll_datatype_t int_type(bool is_signed, MPI_Count bytes, bool* ok) {
   }
 }
 
+// libcoll's value-index pair laid out as MPI's pair type t (the C structs;
+// MPI_2INTEGER is two Fortran INTEGERs, the layout of MPI_2INT).
+bool pair_type(MPI_Datatype t, coll_datatype_t* out) {
+  if (t == MPI_FLOAT_INT) *out = COLL_FLOAT_INT;
+  else if (t == MPI_DOUBLE_INT) *out = COLL_DOUBLE_INT;
+  else if (t == MPI_LONG_INT) *out = COLL_LONG_INT;
+  else if (t == MPI_2INT || t == MPI_2INTEGER) *out = COLL_2INT;
+  else if (t == MPI_SHORT_INT) *out = COLL_SHORT_INT;
+  else if (t == MPI_LONG_DOUBLE_INT) *out = COLL_LONG_DOUBLE_INT;
+  else return false;
+  MPI_Count size = 0;
+  PMPI_Type_size_x(t, &size);
+  // MPI's type size counts no padding; libcoll's pair is the padded struct.
+  // Served only where MPI's extent is that struct (true on x86-64, aarch64).
+  MPI_Count lb = 0, extent = 0;
+  PMPI_Type_get_extent_x(t, &lb, &extent);
+  return lb == 0 && extent == MPI_Count(coll_datatype_size(*out)) && size <= extent;
+}
+
 // The layout fields of any datatype.
 void fill_layout(MPI_Datatype t, TypeInfo& info) {
   MPI_Count lb = 0, extent = 0, tlb = 0, textent = 0, size = 0;
@@ -80,6 +106,14 @@ TypeInfo basic(MPI_Datatype t, Category c) {
     case Category::kByte:
       info.ctype = COLL_UINT8;
       break;
+    case Category::kLogical:
+      // true is 1 in C's bool and gfortran's LOGICAL, which is what libcoll's
+      // logical operators write: an unsigned integer of the same size.
+      info.ctype = int_type(false, info.size, &ok);
+      break;
+    case Category::kPair:
+      ok = pair_type(t, &info.ctype);
+      break;
     case Category::kFloat:
     case Category::kComplex: {
       const MPI_Count part = c == Category::kComplex ? info.size / 2 : info.size;
@@ -96,7 +130,9 @@ TypeInfo basic(MPI_Datatype t, Category c) {
       break;
   }
   if (!ok) info.category = Category::kOther;
-  if (info.category != Category::kOther && info.size > 0)
+  if (info.category == Category::kPair)
+    info.per = 1;  // one libcoll pair per MPI pair, laid out alike (pair_type)
+  else if (info.category != Category::kOther && info.size > 0)
     info.per = size_t(info.size) / coll_datatype_size(info.ctype);
   return info;
 }
@@ -182,9 +218,11 @@ TypeInfo classify_derived(MPI_Datatype t, int ni, int na, int nd, int combiner) 
     if (!is_named_like(comb)) PMPI_Type_free(&types[size_t(i)]);
   }
   info.elements = e.kind;
-  info.category = e.category;
+  // A derived type of pairs packs them without the struct's padding, which
+  // libcoll's pairs have: such reductions go to MPI ("datatype").
+  info.category = e.category == Category::kPair ? Category::kOther : e.category;
   info.ctype = e.ctype;
-  if (e.kind == TypeInfo::kOne && e.category != Category::kOther)
+  if (e.kind == TypeInfo::kOne && info.category != Category::kOther)
     info.per = size_t(info.size) / coll_datatype_size(e.ctype);
   return info;
 }
@@ -234,17 +272,17 @@ void types_init() {
       // bytes matter (bcast), passed to MPI for reductions.
       {MPI_CHAR, Category::kOther},             {MPI_WCHAR, Category::kOther},
       {MPI_PACKED, Category::kOther},           {MPI_LONG_DOUBLE, Category::kOther},
-      {MPI_C_BOOL, Category::kOther},           {MPI_CXX_BOOL, Category::kOther},
+      {MPI_C_BOOL, Category::kLogical},         {MPI_CXX_BOOL, Category::kLogical},
       {MPI_C_LONG_DOUBLE_COMPLEX, Category::kOther}, {MPI_CXX_LONG_DOUBLE_COMPLEX, Category::kOther},
-      {MPI_FLOAT_INT, Category::kOther},        {MPI_DOUBLE_INT, Category::kOther},
-      {MPI_LONG_DOUBLE_INT, Category::kOther},  {MPI_LONG_INT, Category::kOther},
-      {MPI_SHORT_INT, Category::kOther},        {MPI_2INT, Category::kOther},
+      {MPI_FLOAT_INT, Category::kPair},         {MPI_DOUBLE_INT, Category::kPair},
+      {MPI_LONG_DOUBLE_INT, Category::kPair},   {MPI_LONG_INT, Category::kPair},
+      {MPI_SHORT_INT, Category::kPair},         {MPI_2INT, Category::kPair},
       {MPI_2REAL, Category::kOther},            {MPI_2DOUBLE_PRECISION, Category::kOther},
-      {MPI_2INTEGER, Category::kOther},         {MPI_2COMPLEX, Category::kOther},
+      {MPI_2INTEGER, Category::kPair},          {MPI_2COMPLEX, Category::kOther},
       {MPI_2DOUBLE_COMPLEX, Category::kOther},  {MPI_CHARACTER, Category::kOther},
-      {MPI_LOGICAL, Category::kOther},          {MPI_LOGICAL1, Category::kOther},
-      {MPI_LOGICAL2, Category::kOther},         {MPI_LOGICAL4, Category::kOther},
-      {MPI_LOGICAL8, Category::kOther},
+      {MPI_LOGICAL, Category::kLogical},        {MPI_LOGICAL1, Category::kLogical},
+      {MPI_LOGICAL2, Category::kLogical},       {MPI_LOGICAL4, Category::kLogical},
+      {MPI_LOGICAL8, Category::kLogical},
 #ifdef MPI_INTEGER16
       {MPI_INTEGER16, Category::kOther},
 #endif
@@ -304,10 +342,13 @@ bool map_op(MPI_Op op, coll_op_t* out, Reason* why) {
   else if (op == MPI_BAND) *out = COLL_BAND;
   else if (op == MPI_BOR) *out = COLL_BOR;
   else if (op == MPI_BXOR) *out = COLL_BXOR;
+  else if (op == MPI_LAND) *out = COLL_LAND;
+  else if (op == MPI_LOR) *out = COLL_LOR;
+  else if (op == MPI_LXOR) *out = COLL_LXOR;
+  else if (op == MPI_MAXLOC) *out = COLL_MAXLOC;
+  else if (op == MPI_MINLOC) *out = COLL_MINLOC;
   else {
-    const bool predefined = op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR ||
-                            op == MPI_MAXLOC || op == MPI_MINLOC || op == MPI_REPLACE ||
-                            op == MPI_NO_OP || op == MPI_OP_NULL;
+    const bool predefined = op == MPI_REPLACE || op == MPI_NO_OP || op == MPI_OP_NULL;
     *why = predefined ? Reason::kOp : Reason::kUserOp;
     return false;
   }
@@ -319,7 +360,11 @@ bool op_allowed(Category c, coll_op_t op) {
   switch (c) {
     case Category::kSigned:
     case Category::kUnsigned:
-      return true;
+      return op != COLL_MAXLOC && op != COLL_MINLOC;
+    case Category::kLogical:
+      return op == COLL_LAND || op == COLL_LOR || op == COLL_LXOR;
+    case Category::kPair:
+      return op == COLL_MAXLOC || op == COLL_MINLOC;
     case Category::kFloat:
       return op == COLL_SUM || op == COLL_PROD || op == COLL_MIN || op == COLL_MAX;
     case Category::kComplex:

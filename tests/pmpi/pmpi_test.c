@@ -12,7 +12,8 @@
  * every root, contiguous and strided datatypes; MPI_Barrier / Ibarrier;
  * MPI_COMM_SELF; dup / split / create / cart chains and frees; a congruent
  * communicator set up lazily; an inter-communicator (passed to MPI);
- * user operators and MPI_LAND (passed to MPI, results unchanged); a derived
+ * user operators (passed to MPI, results unchanged); MPI_LAND/LOR/LXOR and
+ * MAXLOC/MINLOC on every pair type (served); a derived
  * datatype on some ranks with the type signature of a predefined one on
  * others (served on all, or passed to MPI on all); mixed arrays of served and
  * point-to-point requests in every wait and test function; MPI_Request_free;
@@ -216,8 +217,10 @@ static void test_allreduce_types(void) {
   free(want_buf);
 }
 
-/* Complex SUM (served as pairs), MPI_LONG_DOUBLE and MPI_LAND and
- * MPI_MAXLOC (passed to MPI): results as MPI gives them. */
+/* Complex SUM (served as pairs); MPI_LONG_DOUBLE (passed to MPI); the
+ * logical operators on int and MPI_C_BOOL, MAXLOC / MINLOC on every pair
+ * type (served, MPI's tie rule: the lower index wins). (A derived type of
+ * pairs would go to MPI, which rejects MAXLOC on it: not tested.) */
 static void test_allreduce_other(void) {
   double z[4] = {rank + 1.0, -(rank + 1.0), 2.0, 0.5}, zr[4];
   unsigned long long b = served("MPI_Allreduce");
@@ -230,15 +233,41 @@ static void test_allreduce_other(void) {
   b = served("MPI_Allreduce");
   MPI_Allreduce(&ld, &ldr, 1, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   CHECK(ldr == s, "long double sum");
-  int land = rank + 1, landr = 0;
-  MPI_Allreduce(&land, &landr, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-  CHECK(landr == 1, "MPI_LAND");
-  struct {
-    int v, r;
-  } in = {rank % 3, rank}, out;
+  expect_served("MPI_Allreduce", "allreduce", b, 1, 0, MPI_COMM_WORLD, __LINE__);
+
+  b = served("MPI_Allreduce");
+  int land[3] = {rank + 1, rank == 0, 2 * (rank % 2)}, landr[3] = {-1, -1, -1};
+  MPI_Allreduce(land, landr, 3, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  CHECK(landr[0] == 1 && landr[1] == (size == 1) && landr[2] == 0, "MPI_LAND %d %d %d", landr[0],
+        landr[1], landr[2]);
+  MPI_Allreduce(land, landr, 3, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  CHECK(landr[0] == 1 && landr[1] == 1 && landr[2] == (size > 1), "MPI_LOR");
+  MPI_Allreduce(land, landr, 3, MPI_INT, MPI_LXOR, MPI_COMM_WORLD);
+  CHECK(landr[0] == size % 2 && landr[1] == 1 && landr[2] == (size / 2) % 2, "MPI_LXOR");
+  _Bool bl = rank != 1, blr = 0;
+  MPI_Allreduce(&bl, &blr, 1, MPI_C_BOOL, MPI_LAND, MPI_COMM_WORLD);
+  CHECK(blr == (size < 2), "MPI_LAND on MPI_C_BOOL");
+  /* Values rank % 3: the maximum 2 first at rank 2, the minimum 0 at rank 0. */
+  struct { int v, r; } in = {rank % 3, rank}, out;
   MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
-  CHECK(out.v == (size > 2 ? 2 : size - 1), "MPI_MAXLOC");
-  expect_served("MPI_Allreduce", "allreduce", b, 3, 0, MPI_COMM_WORLD, __LINE__);
+  CHECK(out.v == (size > 2 ? 2 : size - 1) && out.r == (size > 2 ? 2 : size - 1), "MPI_MAXLOC");
+  struct { double v; int r; } din = {-(double)(rank % 3), rank}, dout;
+  MPI_Allreduce(&din, &dout, 1, MPI_DOUBLE_INT, MPI_MINLOC, MPI_COMM_WORLD);
+  CHECK(dout.v == -(double)(size > 2 ? 2 : size - 1) && dout.r == (size > 2 ? 2 : size - 1),
+        "MPI_MINLOC on MPI_DOUBLE_INT: %g at %d", dout.v, dout.r);
+  struct { float v; int r; } fin = {1.5f, rank}, fout;
+  MPI_Allreduce(&fin, &fout, 1, MPI_FLOAT_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+  CHECK(fout.v == 1.5f && fout.r == 0, "MPI_MAXLOC tie: the lower index");
+  struct { long v; int r; } lin = {rank, rank}, lout;
+  MPI_Allreduce(&lin, &lout, 1, MPI_LONG_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+  CHECK(lout.v == size - 1 && lout.r == size - 1, "MPI_MAXLOC on MPI_LONG_INT");
+  struct { short v; int r; } sin_ = {(short)(100 - rank), rank}, sout;
+  MPI_Allreduce(&sin_, &sout, 1, MPI_SHORT_INT, MPI_MINLOC, MPI_COMM_WORLD);
+  CHECK(sout.v == 100 - (size - 1) && sout.r == size - 1, "MPI_MINLOC on MPI_SHORT_INT");
+  struct { long double v; int r; } ldin = {(long double)(rank % 2), rank}, ldout;
+  MPI_Allreduce(&ldin, &ldout, 1, MPI_LONG_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+  CHECK(ldout.v == (size > 1) && ldout.r == (size > 1), "MPI_MAXLOC on MPI_LONG_DOUBLE_INT");
+  expect_served("MPI_Allreduce", "allreduce", b, 10, 1, MPI_COMM_WORLD, __LINE__);
 }
 
 /* A user operator: passed to MPI, result unchanged. */
