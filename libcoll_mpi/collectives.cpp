@@ -384,13 +384,10 @@ bool plan_call(const Call& c, const Row& row, const ShimComm& sc, const TypeInfo
       return plan_reduction(c, *rt, pl, p, total, c.recvbuf, c.count, true);
     }
     case Shape::kReduceScatter: {
-      // recvcounts is the same on every rank (decide() checked it).
+      // recvcounts is the same on every rank; decide() checked it and made
+      // libcoll's counts (p.rcounts).
       MPI_Count total = 0;
-      p.rcounts.resize(size_t(n));
-      for (int i = 0; i < n; ++i) {
-        total += c.recvcounts[i];
-        elements(*rt, c.recvcounts[i], &p.rcounts[size_t(i)]);
-      }
+      for (int i = 0; i < n; ++i) total += c.recvcounts[i];
       return plan_reduction(c, *rt, pl, p, total, c.recvbuf, c.recvcounts[me], true);
     }
     case Shape::kBcast: {
@@ -611,9 +608,10 @@ bool decide(const Call& c, const Row& row, Plan& p, Reason* why, Rejection& rej,
     return false;
   }
   if (row.shape == Shape::kReduceScatter) {
+    // libcoll's counts; a negative one (the same on every rank) goes to MPI.
+    p.rcounts.resize(size_t(sc->size));
     for (int i = 0; i < sc->size; ++i) {
-      size_t e = 0;
-      if (!elements(*t, c.recvcounts[i], &e)) {
+      if (!elements(*t, c.recvcounts[i], &p.rcounts[size_t(i)])) {
         *why = Reason::kArgs;
         return false;
       }
