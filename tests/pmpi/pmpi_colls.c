@@ -21,19 +21,9 @@
 #include <string.h>
 
 #include "coll_mpi.h"
+#include "pmpi_check.h"
 
 static int rank, size, errors;
-
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      if (errors++ < 20) {                                     \
-        fprintf(stderr, "rank %d: line %d: ", rank, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                          \
-        fprintf(stderr, "\n");                                 \
-      }                                                        \
-    }                                                          \
-  } while (0)
 
 /* Calls made of each function, to compare with the shim's counts. */
 enum { kReduce, kScan, kExscan, kRsb, kRs, kAllgather, kAllgatherv, kGather, kGatherv, kScatter,
@@ -376,12 +366,6 @@ static void alltoallvs(int count, int nb) {
   free(sd);
   free(rc);
   free(rd);
-}
-
-/* dlsym gives an object pointer; ISO C has no cast to a function pointer. */
-static void lookup(const char* name, void* fn, size_t bytes) {
-  void* p = dlsym(RTLD_DEFAULT, name);
-  memcpy(fn, &p, bytes);
 }
 
 int main(int argc, char** argv) {

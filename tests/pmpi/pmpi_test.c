@@ -33,22 +33,12 @@
 #include <unistd.h>
 
 #include "coll_mpi.h"
+#include "pmpi_check.h"
 
 static int rank, size, errors;
 static coll_mpi_counts_fn counts_fn;
 static coll_mpi_comm_served_fn served_fn;
 static int shim_active;
-
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      if (errors++ < 20) {                                    \
-        fprintf(stderr, "rank %d: line %d: ", rank, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                         \
-        fprintf(stderr, "\n");                                \
-      }                                                       \
-    }                                                         \
-  } while (0)
 
 static unsigned long long served(const char* fn) {
   unsigned long long s = 0, p = 0;
@@ -753,12 +743,6 @@ static void test_threads(void) {
   for (int t = 0; t < 2; ++t) pthread_join(th[t], NULL);
   expect_served("MPI_Allreduce", "allreduce", b, 400, 1, MPI_COMM_WORLD, __LINE__);
   for (int t = 0; t < 2; ++t) MPI_Comm_free(&thread_comms[t]);
-}
-
-/* dlsym gives an object pointer; ISO C has no cast to a function pointer. */
-static void lookup(const char* name, void* fn, size_t bytes) {
-  void* p = dlsym(RTLD_DEFAULT, name);
-  memcpy(fn, &p, bytes);
 }
 
 int main(int argc, char** argv) {
