@@ -258,11 +258,18 @@ const char* at(const void* buf, size_t bytes) { return static_cast<const char*>(
 // refusal left it alone in the call):
 //  - allreduce, reduce, scan, exscan: sendbuf == recvbuf means in place;
 //    any other overlap is refused.
-//  - the others: sendbuf == recvbuf (not NULL) is refused whatever the
-//    counts, and so is any byte that the data sent shares with the data
-//    received; COLL_IN_PLACE is the way to work in place.
-void refuse_same_buffer(const void* sendbuf, const void* recvbuf, const char* name) {
-  if (sendbuf && sendbuf == recvbuf)
+//  - the others: sendbuf == recvbuf (not NULL) is refused whatever this
+//    rank's counts, and so is any byte that the data sent shares with the
+//    data received; COLL_IN_PLACE is the way to work in place. The one
+//    exception is a call that moves nothing at all (`moved`, the bytes of
+//    the whole call, which every rank knows alike: kMovedVaries where the
+//    ranks' counts differ, as in the v-forms with per-rank counts): any
+//    buffers will do there, as in MPI (mpi4py passes one empty array's
+//    address for both).
+constexpr size_t kMovedVaries = SIZE_MAX;
+void refuse_same_buffer(const void* sendbuf, const void* recvbuf, const char* name,
+                        size_t moved) {
+  if (sendbuf && sendbuf == recvbuf && moved != 0)
     fail(COLL_ERR_INVALID_ARG,
          "%s: sendbuf == recvbuf (pass COLL_IN_PLACE, where the collective takes it, to work in "
          "place)",
@@ -306,7 +313,7 @@ void check_allgather(Args& a, int size, int rank) {
     return;
   }
   check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
-  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name, a.bytes);
   if (ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, all))
     fail(COLL_ERR_INVALID_ARG, "allgather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
 }
@@ -361,7 +368,7 @@ void check_allgatherv(Args& a, int size, int rank) {
       fail(COLL_ERR_INVALID_ARG, "allgatherv: rank %d sends %zu elements but recvcounts[%d] = %zu",
            rank, a.sendcount, rank, own);
     check_buffer(a.sendbuf, own * a.elem_size, name, "sendbuf");
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name, e.total * a.elem_size);
     if (ranges_overlap(a.sendbuf, own * a.elem_size, at(a.recvbuf, e.lo), e.bytes()))
       fail(COLL_ERR_INVALID_ARG, "allgatherv: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
   }
@@ -383,7 +390,7 @@ void check_reduce_scatter_block(Args& a, int size, int /*rank*/) {
   }
   check_buffer(a.recvbuf, a.bytes, name, "recvbuf");
   check_buffer(a.sendbuf, input, name, "sendbuf");
-  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name, a.bytes);
   if (ranges_overlap(a.sendbuf, input, a.recvbuf, a.bytes))
     fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
 }
@@ -401,7 +408,7 @@ void check_reduce_scatter(Args& a, int size, int rank) {
   check_buffer(a.recvbuf, a.in_place ? input : own, name, "recvbuf");
   check_buffer(a.sendbuf, input, name, "sendbuf");
   if (!a.in_place) {
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name, input);
     if (ranges_overlap(a.sendbuf, input, a.recvbuf, own))
       fail(COLL_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap (use COLL_IN_PLACE)", name);
   }
@@ -437,7 +444,7 @@ void check_gather(Args& a, int size, int rank) {
     return;
   }
   check_buffer(a.sendbuf, a.bytes, name, "sendbuf");
-  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name, a.bytes);
   if (ranges_overlap(a.sendbuf, a.bytes, a.recvbuf, all))
     fail(COLL_ERR_INVALID_ARG, "gather: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
 }
@@ -474,7 +481,7 @@ void check_gatherv(Args& a, int size, int rank) {
       fail(COLL_ERR_INVALID_ARG, "gatherv: the root sends %zu elements but recvcounts[%d] = %zu",
            a.sendcount, rank, own);
     check_buffer(a.sendbuf, own * a.elem_size, name, "sendbuf");
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name, kMovedVaries);
     if (ranges_overlap(a.sendbuf, own * a.elem_size, at(a.recvbuf, e.lo), e.bytes()))
       fail(COLL_ERR_INVALID_ARG, "gatherv: sendbuf overlaps recvbuf (use COLL_IN_PLACE)");
   }
@@ -506,7 +513,7 @@ void check_scatter(Args& a, int size, int rank) {
     return;
   }
   check_buffer(a.recvbuf, a.bytes, name, "recvbuf");
-  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name, a.bytes);
   if (ranges_overlap(a.recvbuf, a.bytes, a.sendbuf, all))
     fail(COLL_ERR_INVALID_ARG, "scatter: recvbuf overlaps sendbuf (use COLL_IN_PLACE)");
 }
@@ -546,7 +553,7 @@ void check_scatterv(Args& a, int size, int rank) {
            "scatterv: the root receives %zu elements but sendcounts[%d] = %zu", a.recvcount, rank,
            own);
     check_buffer(a.recvbuf, own * a.elem_size, name, "recvbuf");
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name, kMovedVaries);
     if (ranges_overlap(a.recvbuf, own * a.elem_size, at(a.sendbuf, e.lo), e.bytes()))
       fail(COLL_ERR_INVALID_ARG, "scatterv: recvbuf overlaps sendbuf (use COLL_IN_PLACE)");
   }
@@ -565,7 +572,7 @@ void check_alltoall(Args& a, int size, int /*rank*/) {
     return;
   }
   check_buffer(a.sendbuf, all, name, "sendbuf");
-  refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+  refuse_same_buffer(a.sendbuf, a.recvbuf, name, a.bytes);
   if (ranges_overlap(a.sendbuf, all, a.recvbuf, all))
     fail(COLL_ERR_INVALID_ARG, "alltoall: sendbuf and recvbuf overlap (use COLL_IN_PLACE)");
 }
@@ -590,7 +597,7 @@ void check_alltoallv(Args& a, int size, int rank) {
            "alltoallv: rank %d sends itself %zu elements (sendcounts[%d]) but receives %zu "
            "(recvcounts[%d])",
            rank, a.sendcounts[rank], rank, a.recvcounts[rank], rank);
-    refuse_same_buffer(a.sendbuf, a.recvbuf, name);
+    refuse_same_buffer(a.sendbuf, a.recvbuf, name, kMovedVaries);
     if (ranges_overlap(at(a.sendbuf, se.lo), se.bytes(), at(a.recvbuf, re.lo), re.bytes()))
       fail(COLL_ERR_INVALID_ARG, "alltoallv: sendbuf and recvbuf overlap (use COLL_IN_PLACE)");
   }
