@@ -508,8 +508,13 @@ void persistent_finalize() {
     g_persistent.clear();
   }
   for (ShimReq* r : left) destroy(r);
-  std::lock_guard<std::mutex> l(g_persist_mutex);
-  if (g_proxy_comm != MPI_COMM_NULL) PMPI_Comm_free(&g_proxy_comm);
+  MPI_Comm proxies = MPI_COMM_NULL;
+  {
+    std::lock_guard<std::mutex> l(g_persist_mutex);
+    std::swap(proxies, g_proxy_comm);
+  }
+  // Unlocked: its attribute callbacks (comms.cpp) come back to forget_comm.
+  if (proxies != MPI_COMM_NULL) PMPI_Comm_free(&proxies);
 }
 
 }  // namespace shim
