@@ -7,12 +7,12 @@
  * request must still be allocated, a wait on it (inactive) must return at
  * once with an empty status, and MPI_Request_free must free it. Also:
  * non-contiguous datatypes (MPI_Type_vector, a strided int; freed by the
- * program right after init where the shim is loaded) for allgather and bcast, whose staging the shim
- * repacks at every start and unpacks at every completion; MPI_Startall
- * over three persistent collectives and a persistent point-to-point ring
- * (MPI_Send_init / MPI_Recv_init), completed by Waitall, Waitany and
- * Testall in turn; MPI_Request_free of an active request (under the shim). Where the shim
- * is loaded (coll_mpi_counts found with dlsym) each MPIX_X_init must have
+ * program right after init where the shim is loaded) for allgather and
+ * bcast, whose staging the shim repacks at every start and unpacks at every
+ * completion; MPI_Startall over three persistent collectives and a
+ * persistent point-to-point ring (MPI_Send_init / MPI_Recv_init), completed
+ * by Waitall, Waitany and Testall in turn; MPI_Request_free of an active
+ * request (under the shim). Where the shim is loaded (coll_mpi_counts found with dlsym) each MPIX_X_init must have
  * served every call made, and passed none to MPI; MPIX_Alltoallw_init
  * must have been passed (a datatype per peer). Run without the shim too:
  * plain Open MPI must pass the same checks.
@@ -102,7 +102,8 @@ static void reductions(long c) {
   }
   int* rsout = ints(c + 1);
   int* rsin = ints(total);
-  made_ok(kAllreduce, MPIX_Allreduce_init(in, out, (int)c, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &ar));
+  made_ok(kAllreduce,
+          MPIX_Allreduce_init(in, out, (int)c, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &ar));
   for (int it = 0; it < kStarts; ++it) {
     for (long i = 0; i < c; ++i) in[i] = val(rank, i, it), out[i] = -1;
     activate(&ar, "allreduce");
@@ -110,7 +111,8 @@ static void reductions(long c) {
       CHECK(out[i] == sum(0, size, i, it), "allreduce c %ld it %d [%ld] = %d", c, it, i, out[i]);
   }
   retire(&ar, "allreduce");
-  made_ok(kReduce, MPIX_Reduce_init(in, out, (int)c, MPI_INT, MPI_SUM, root, world, MPI_INFO_NULL, &rd));
+  made_ok(kReduce,
+          MPIX_Reduce_init(in, out, (int)c, MPI_INT, MPI_SUM, root, world, MPI_INFO_NULL, &rd));
   for (int it = 0; it < kStarts; ++it) {
     for (long i = 0; i < c; ++i) in[i] = val(rank, i, it), out[i] = -1;
     activate(&rd, "reduce");
@@ -120,7 +122,8 @@ static void reductions(long c) {
   }
   retire(&rd, "reduce");
   made_ok(kScan, MPIX_Scan_init(in, out, (int)c, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &sc));
-  made_ok(kExscan, MPIX_Exscan_init(in, rsout, (int)c, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &ex));
+  made_ok(kExscan,
+          MPIX_Exscan_init(in, rsout, (int)c, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &ex));
   for (int it = 0; it < kStarts; ++it) {
     for (long i = 0; i < c; ++i) in[i] = val(rank, i, it), out[i] = -1, rsout[i] = -1;
     activate(&sc, "scan");
@@ -173,10 +176,13 @@ static void movement(long c) {
   for (int fn = 0; fn < kFns; ++fn) {
     int rc = MPI_SUCCESS;
     switch (fn) {
-      case kBcast: rc = MPIX_Bcast_init(r, (int)c, MPI_INT, root, world, MPI_INFO_NULL, &req); break;
+      case kBcast:
+        rc = MPIX_Bcast_init(r, (int)c, MPI_INT, root, world, MPI_INFO_NULL, &req);
+        break;
       case kBarrier: rc = MPIX_Barrier_init(world, MPI_INFO_NULL, &req); break;
       case kAllgather:
-        rc = MPIX_Allgather_init(s, (int)c, MPI_INT, r, (int)c, MPI_INT, world, MPI_INFO_NULL, &req);
+        rc = MPIX_Allgather_init(s, (int)c, MPI_INT, r, (int)c, MPI_INT, world, MPI_INFO_NULL,
+                                 &req);
         break;
       case kAllgatherv:
         rc = MPIX_Allgatherv_init(s, counts[rank], MPI_INT, r, counts, displs, MPI_INT, world,
@@ -305,7 +311,8 @@ static void startall(void) {
   int *in = ints(kC), *out = ints(kC), *buf = ints(kC);
   int token = -1, got = -1;
   MPI_Request reqs[5];
-  made_ok(kAllreduce, MPIX_Allreduce_init(in, out, kC, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &reqs[0]));
+  made_ok(kAllreduce,
+          MPIX_Allreduce_init(in, out, kC, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &reqs[0]));
   MPI_Send_init(&token, 1, MPI_INT, (rank + 1) % size, 7, world, &reqs[1]);
   made_ok(kBcast, MPIX_Bcast_init(buf, kC, MPI_INT, 0, world, MPI_INFO_NULL, &reqs[2]));
   MPI_Recv_init(&got, 1, MPI_INT, (rank + size - 1) % size, 7, world, &reqs[3]);
