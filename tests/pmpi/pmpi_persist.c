@@ -12,10 +12,11 @@
  * completion; MPI_Startall over three persistent collectives and a
  * persistent point-to-point ring (MPI_Send_init / MPI_Recv_init), completed
  * by Waitall, Waitany and Testall in turn; MPI_Request_free of an active
- * request (under the shim). Where the shim is loaded (coll_mpi_counts found with dlsym) each MPIX_X_init must have
- * served every call made, and passed none to MPI; MPIX_Alltoallw_init
- * must have been passed (a datatype per peer). Run without the shim too:
- * plain Open MPI must pass the same checks.
+ * request (under the shim). Where the shim is loaded (coll_mpi_counts
+ * found with dlsym) each MPIX_X_init must have served every call made,
+ * and passed none to MPI; MPIX_Alltoallw_init must have been passed (a
+ * datatype per peer). Run without the shim too: plain Open MPI must pass
+ * the same checks.
  *
  * Prints "pmpi_persist: all checks passed at np N" on rank 0. */
 #include <mpi.h>
