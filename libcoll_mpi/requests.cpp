@@ -211,7 +211,9 @@ int start(ShimReq* r) {
                              " request is active (started and not completed)");
     r->running = true;
   }
-  forget_failure(r);  // the previous activation's, reported or not
+  // The previous activation's failure, reported or not (until then a wait
+  // on the inactive request reports it again).
+  forget_failure(r);
   r->status = COLL_SUCCESS;
   r->message.clear();
   const int prep = r->stage.repack();
@@ -228,7 +230,7 @@ int start(ShimReq* r) {
   const int rc = PMPI_Start(&r->greq);
   if (rc != MPI_SUCCESS) {
     // The operation is started on every rank: finish it here.
-    wait_coll(&r->lreq);
+    if (wait_coll(&r->lreq) == COLL_SUCCESS) r->stage.unpack();
     std::lock_guard<std::mutex> l(r->state);
     r->running = false;
     return rc;
