@@ -12,9 +12,9 @@
  * completion; MPI_Startall over three persistent collectives and a
  * persistent point-to-point ring (MPI_Send_init / MPI_Recv_init), completed
  * by Waitall, Waitany and Testall in turn; MPI_Request_free of an active
- * request (under the shim). Where the shim is loaded (coll_mpi_counts
- * found with dlsym) each MPIX_X_init must have served every call made,
- * and passed none to MPI; MPIX_Alltoallw_init must have been passed (a
+ * request (under the shim); progress while a rank blocks in MPI_Recv.
+ * Where the shim is loaded (coll_mpi_counts found with dlsym) each
+ * MPIX_X_init must have served every call made, and passed none to MPI; MPIX_Alltoallw_init must have been passed (a
  * datatype per peer). Run without the shim too: plain Open MPI must pass
  * the same checks.
  *
@@ -350,6 +350,32 @@ static void startall(void) {
   free(in), free(out), free(buf);
 }
 
+/* Progress from inside MPI: rank 0 sits in MPI_Recv (not the shim's) for
+ * a message rank 1 sends only after its wait on a started allreduce
+ * returned, so the allreduce must advance on rank 0 through the shim's
+ * callback in Open MPI's progress engine, which then also completes the
+ * request's MPI handle there; rank 0's wait afterwards finds it done. */
+static void progress_in_recv(void) {
+  enum { kC = 3001 };
+  int *in = ints(kC), *out = ints(kC), token = -1;
+  MPI_Request req;
+  made_ok(kAllreduce,
+          MPIX_Allreduce_init(in, out, kC, MPI_INT, MPI_SUM, world, MPI_INFO_NULL, &req));
+  for (int it = 0; it < kStarts; ++it) {
+    for (long i = 0; i < kC; ++i) in[i] = val(rank, i, it), out[i] = -1;
+    CHECK(MPI_Start(&req) == MPI_SUCCESS, "progress: start");
+    if (rank == 0) MPI_Recv(&token, 1, MPI_INT, 1, 9, world, MPI_STATUS_IGNORE);
+    CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS && req != MPI_REQUEST_NULL,
+          "progress: wait");
+    if (rank == 1) MPI_Send(&it, 1, MPI_INT, 0, 9, world);
+    CHECK(rank != 0 || token == it, "progress: token %d it %d", token, it);
+    for (long i = 0; i < kC; ++i)
+      CHECK(out[i] == sum(0, size, i, it), "progress it %d [%ld] = %d", it, i, out[i]);
+  }
+  retire(&req, "progress");
+  free(in), free(out);
+}
+
 /* MPI_Request_free of an active request, under the shim only: MPI calls
  * it erroneous for a collective's request, and Open MPI 4.1 fails it with
  * MPI_ERR_REQUEST; the shim lets the operation complete (in the background,
@@ -388,6 +414,7 @@ int main(int argc, char** argv) {
     strided(counts[k]);
   }
   startall();
+  progress_in_recv();
   if (shim_loaded) free_active();
   /* MPIX_Alltoallw_init: a datatype per peer, passed to MPI */
   {
