@@ -34,65 +34,52 @@
 #include "coll_mpi.h"
 #include "shim.hpp"
 
+// Open MPI's extensions: the persistent collectives (MPIX_X_init) are its
+// pcollreq extension in 4.x.
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
 namespace shim {
 namespace {
 
 const size_t* data_or_null(const std::vector<size_t>& v) { return v.empty() ? nullptr : v.data(); }
 
-int start_allreduce(const Plan& p, coll_request_t* r) {
-  return coll_iallreduce(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
-}
-int start_bcast(const Plan& p, coll_request_t* r) {
-  return coll_ibcast(p.recv, p.count, p.type, p.root, p.lc, r);
-}
-int start_barrier(const Plan& p, coll_request_t* r) { return coll_ibarrier(p.lc, r); }
-int start_reduce(const Plan& p, coll_request_t* r) {
-  return coll_ireduce(p.send, p.recv, p.count, p.type, p.op, p.root, p.lc, r);
-}
-int start_scan(const Plan& p, coll_request_t* r) {
-  return coll_iscan(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
-}
-int start_exscan(const Plan& p, coll_request_t* r) {
-  return coll_iexscan(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
-}
-int start_reduce_scatter_block(const Plan& p, coll_request_t* r) {
-  return coll_ireduce_scatter_block(p.send, p.recv, p.count, p.type, p.op, p.lc, r);
-}
-int start_reduce_scatter(const Plan& p, coll_request_t* r) {
-  return coll_ireduce_scatter(p.send, p.recv, p.rcounts.data(), p.type, p.op, p.lc, r);
-}
-int start_allgather(const Plan& p, coll_request_t* r) {
-  return coll_iallgather(p.send, p.recv, p.count, p.type, p.lc, r);
-}
-int start_allgatherv(const Plan& p, coll_request_t* r) {
-  return coll_iallgatherv(p.send, p.count, p.recv, p.rcounts.data(), p.rdispls.data(), p.type,
-                          p.lc, r);
-}
-int start_gather(const Plan& p, coll_request_t* r) {
-  return coll_igather(p.send, p.recv, p.count, p.type, p.root, p.lc, r);
-}
-int start_gatherv(const Plan& p, coll_request_t* r) {
-  return coll_igatherv(p.send, p.count, p.recv, data_or_null(p.rcounts), data_or_null(p.rdispls),
-                       p.type, p.root, p.lc, r);
-}
-int start_scatter(const Plan& p, coll_request_t* r) {
-  return coll_iscatter(p.send, p.recv, p.count, p.type, p.root, p.lc, r);
-}
-int start_scatterv(const Plan& p, coll_request_t* r) {
-  return coll_iscatterv(p.send, data_or_null(p.scounts), data_or_null(p.sdispls), p.recv, p.count,
-                        p.type, p.root, p.lc, r);
-}
-int start_alltoall(const Plan& p, coll_request_t* r) {
-  return coll_ialltoall(p.send, p.recv, p.count, p.type, p.lc, r);
-}
-int start_alltoallv(const Plan& p, coll_request_t* r) {
-  // In place the send arrays are ignored: the receive ones stand in.
-  const bool in_place = p.scounts.empty();
-  return coll_ialltoallv(p.send, in_place ? p.rcounts.data() : p.scounts.data(),
-                         in_place ? p.rdispls.data() : p.sdispls.data(), p.recv, p.rcounts.data(),
-                         p.rdispls.data(), p.type, p.lc, r);
-}
-int start_none(const Plan&, coll_request_t*) { return COLL_ERR_INTERNAL; }  // never served
+// Each collective's libcoll calls: its I-form (start_X) and its persistent
+// form (init_X), with the same arguments from the plan.
+#define COLL_MPI_STARTS(name, ...)                                   \
+  int start_##name(const Plan& p, coll_request_t* r) {               \
+    return coll_i##name(__VA_ARGS__, r);                              \
+  }                                                                   \
+  int init_##name(const Plan& p, coll_request_t* r) {                \
+    return coll_##name##_init(__VA_ARGS__, r);                        \
+  }
+COLL_MPI_STARTS(allreduce, p.send, p.recv, p.count, p.type, p.op, p.lc)
+COLL_MPI_STARTS(bcast, p.recv, p.count, p.type, p.root, p.lc)
+COLL_MPI_STARTS(barrier, p.lc)
+COLL_MPI_STARTS(reduce, p.send, p.recv, p.count, p.type, p.op, p.root, p.lc)
+COLL_MPI_STARTS(scan, p.send, p.recv, p.count, p.type, p.op, p.lc)
+COLL_MPI_STARTS(exscan, p.send, p.recv, p.count, p.type, p.op, p.lc)
+COLL_MPI_STARTS(reduce_scatter_block, p.send, p.recv, p.count, p.type, p.op, p.lc)
+COLL_MPI_STARTS(reduce_scatter, p.send, p.recv, p.rcounts.data(), p.type, p.op, p.lc)
+COLL_MPI_STARTS(allgather, p.send, p.recv, p.count, p.type, p.lc)
+COLL_MPI_STARTS(allgatherv, p.send, p.count, p.recv, p.rcounts.data(), p.rdispls.data(), p.type,
+                p.lc)
+COLL_MPI_STARTS(gather, p.send, p.recv, p.count, p.type, p.root, p.lc)
+COLL_MPI_STARTS(gatherv, p.send, p.count, p.recv, data_or_null(p.rcounts),
+                data_or_null(p.rdispls), p.type, p.root, p.lc)
+COLL_MPI_STARTS(scatter, p.send, p.recv, p.count, p.type, p.root, p.lc)
+COLL_MPI_STARTS(scatterv, p.send, data_or_null(p.scounts), data_or_null(p.sdispls), p.recv,
+                p.count, p.type, p.root, p.lc)
+COLL_MPI_STARTS(alltoall, p.send, p.recv, p.count, p.type, p.lc)
+// In place the send arrays are ignored: the receive ones stand in.
+COLL_MPI_STARTS(alltoallv, p.send, p.scounts.empty() ? p.rcounts.data() : p.scounts.data(),
+                p.scounts.empty() ? p.rdispls.data() : p.sdispls.data(), p.recv,
+                p.rcounts.data(), p.rdispls.data(), p.type, p.lc)
+#undef COLL_MPI_STARTS
+// Never served (a datatype per peer).
+int start_alltoallw(const Plan&, coll_request_t*) { return COLL_ERR_INTERNAL; }
+int init_alltoallw(const Plan&, coll_request_t*) { return COLL_ERR_INTERNAL; }
 
 // The argument structures (one per pair of blocking and I-form).
 enum class Shape {
@@ -107,31 +94,32 @@ struct Row {
   bool rooted;  // root is an argument (checked against the size)
 };
 
-#define COLL_MPI_ROWS(Name, IName, knob, kind, start, shape, rooted)     \
-  {{"MPI_" #Name, knob, Kind::kind, false, start}, Shape::shape, rooted}, \
-  {{"MPI_" #IName, knob, Kind::kind, true, start}, Shape::shape, rooted}
+#define COLL_MPI_ROWS(Name, IName, knob, kind, name, shape, rooted)                \
+  {{"MPI_" #Name, knob, Kind::kind, false, false, start_##name}, Shape::shape, rooted}, \
+  {{"MPI_" #IName, knob, Kind::kind, true, false, start_##name}, Shape::shape, rooted}, \
+  {{"MPIX_" #Name "_init", knob, Kind::kind, true, true, init_##name}, Shape::shape, rooted}
 
 // In the order of Fn.
 const Row kFns[kFnCount] = {
-    COLL_MPI_ROWS(Allreduce, Iallreduce, "allreduce", kReduction, start_allreduce, kAllreduce, false),
-    COLL_MPI_ROWS(Bcast, Ibcast, "bcast", kBytes, start_bcast, kBcast, true),
-    COLL_MPI_ROWS(Barrier, Ibarrier, "barrier", kNone, start_barrier, kBarrier, false),
-    COLL_MPI_ROWS(Reduce, Ireduce, "reduce", kReduction, start_reduce, kReduce, true),
-    COLL_MPI_ROWS(Allgather, Iallgather, "allgather", kMove, start_allgather, kAllgather, false),
-    COLL_MPI_ROWS(Allgatherv, Iallgatherv, "allgatherv", kMove, start_allgatherv, kAllgatherv, false),
+    COLL_MPI_ROWS(Allreduce, Iallreduce, "allreduce", kReduction, allreduce, kAllreduce, false),
+    COLL_MPI_ROWS(Bcast, Ibcast, "bcast", kBytes, bcast, kBcast, true),
+    COLL_MPI_ROWS(Barrier, Ibarrier, "barrier", kNone, barrier, kBarrier, false),
+    COLL_MPI_ROWS(Reduce, Ireduce, "reduce", kReduction, reduce, kReduce, true),
+    COLL_MPI_ROWS(Allgather, Iallgather, "allgather", kMove, allgather, kAllgather, false),
+    COLL_MPI_ROWS(Allgatherv, Iallgatherv, "allgatherv", kMove, allgatherv, kAllgatherv, false),
     COLL_MPI_ROWS(Reduce_scatter_block, Ireduce_scatter_block, "reduce_scatter_block", kReduction,
-                  start_reduce_scatter_block, kReduceScatterBlock, false),
-    COLL_MPI_ROWS(Reduce_scatter, Ireduce_scatter, "reduce_scatter", kReduction,
-                  start_reduce_scatter, kReduceScatter, false),
-    COLL_MPI_ROWS(Gather, Igather, "gather", kMove, start_gather, kGather, true),
-    COLL_MPI_ROWS(Gatherv, Igatherv, "gatherv", kMove, start_gatherv, kGatherv, true),
-    COLL_MPI_ROWS(Scatter, Iscatter, "scatter", kMove, start_scatter, kScatter, true),
-    COLL_MPI_ROWS(Scatterv, Iscatterv, "scatterv", kMove, start_scatterv, kScatterv, true),
-    COLL_MPI_ROWS(Alltoall, Ialltoall, "alltoall", kMove, start_alltoall, kAlltoall, false),
-    COLL_MPI_ROWS(Alltoallv, Ialltoallv, "alltoallv", kMove, start_alltoallv, kAlltoallv, false),
-    COLL_MPI_ROWS(Scan, Iscan, "scan", kReduction, start_scan, kScan, false),
-    COLL_MPI_ROWS(Exscan, Iexscan, "exscan", kReduction, start_exscan, kExscan, false),
-    COLL_MPI_ROWS(Alltoallw, Ialltoallw, "alltoallw", kMove, start_none, kAlltoallw, false),
+                  reduce_scatter_block, kReduceScatterBlock, false),
+    COLL_MPI_ROWS(Reduce_scatter, Ireduce_scatter, "reduce_scatter", kReduction, reduce_scatter,
+                  kReduceScatter, false),
+    COLL_MPI_ROWS(Gather, Igather, "gather", kMove, gather, kGather, true),
+    COLL_MPI_ROWS(Gatherv, Igatherv, "gatherv", kMove, gatherv, kGatherv, true),
+    COLL_MPI_ROWS(Scatter, Iscatter, "scatter", kMove, scatter, kScatter, true),
+    COLL_MPI_ROWS(Scatterv, Iscatterv, "scatterv", kMove, scatterv, kScatterv, true),
+    COLL_MPI_ROWS(Alltoall, Ialltoall, "alltoall", kMove, alltoall, kAlltoall, false),
+    COLL_MPI_ROWS(Alltoallv, Ialltoallv, "alltoallv", kMove, alltoallv, kAlltoallv, false),
+    COLL_MPI_ROWS(Scan, Iscan, "scan", kReduction, scan, kScan, false),
+    COLL_MPI_ROWS(Exscan, Iexscan, "exscan", kReduction, exscan, kExscan, false),
+    COLL_MPI_ROWS(Alltoallw, Ialltoallw, "alltoallw", kMove, alltoallw, kAlltoallw, false),
 };
 #undef COLL_MPI_ROWS
 
@@ -170,7 +158,7 @@ class Planner {
     }
     char* tmp = alloc(bytes, output);
     if (!tmp) return false;
-    if (input) keep(pack(buf, count, type, t.size, t.extent, tmp));
+    if (input) pack_input(buf, count, type, t, tmp);
     if (output) add_block(type, t, 0, const_cast<void*>(buf), count);
     *out = tmp;
     return true;
@@ -210,8 +198,7 @@ class Planner {
     for (int i = 0; i < n; ++i) {
       bdispls[size_t(i)] = offset;
       void* block = at(buf, MPI_Count(displs[i]) * t.extent);
-      if (input && counts[i] > 0)
-        keep(pack(block, counts[i], type, t.size, t.extent, tmp + offset));
+      if (input && counts[i] > 0) pack_input(block, counts[i], type, t, tmp + offset);
       if (output && counts[i] > 0) add_block(type, t, offset, block, counts[i]);
       offset += bcounts[size_t(i)];
     }
@@ -228,7 +215,7 @@ class Planner {
     if (!bytes_of(t, total, &bytes)) return false;
     char* tmp = alloc(bytes, true);
     if (!tmp) return false;
-    keep(pack(in, total, type, t.size, t.extent, tmp));
+    pack_input(in, total, type, t, tmp);
     if (result && result_count > 0) add_block(type, t, 0, result, result_count);
     *out = tmp;
     return true;
@@ -280,7 +267,15 @@ class Planner {
     p_.stage.extent = t.extent;
     p_.stage.blocks.push_back({offset, user, n});
   }
-  void keep(int rc) {
+  // Packs an input into its staging copy now, or (a persistent request)
+  // records it for every start.
+  void pack_input(const void* user, MPI_Count n, MPI_Datatype type, const TypeInfo& t,
+                  char* packed) {
+    if (p_.stage.defer) {
+      p_.stage.inputs.push_back({packed, user, n, type, t.size, t.extent});
+      return;
+    }
+    const int rc = pack(user, n, type, t.size, t.extent, packed);
     if (rc != MPI_SUCCESS && *prep_ == MPI_SUCCESS) *prep_ = rc;
   }
 
@@ -636,11 +631,9 @@ int run(const Call& c, const Row& row, Plan& p, MPI_Request* request, int prep) 
   }
   int rc = MPI_SUCCESS;
   if (request) {
-    // The user may free the datatype before the request completes.
-    if (!p.stage.blocks.empty() &&
-        PMPI_Type_dup(p.stage.datatype, &p.stage.datatype) == MPI_SUCCESS)
-      p.stage.owned = true;
-    rc = make_request(c.fn, c.comm, p.lc, lreq, p, request);
+    p.stage.own_types();
+    rc = row.info.persistent ? make_persistent(c.fn, c.comm, p.lc, lreq, p, request)
+                             : make_request(c.fn, c.comm, p.lc, lreq, p, request);
   } else {
     status = wait_coll(&lreq);
     if (status == COLL_SUCCESS) rc = p.stage.unpack();
@@ -665,9 +658,15 @@ const FnInfo& fn_info(Fn fn) { return kFns[int(fn)].info; }
 bool serve(Call& c, MPI_Request* request, int* rc) {
   const Row& row = kFns[int(c.fn)];
   Plan p;
+  p.stage.defer = row.info.persistent;  // packed at every start instead
   Reason why = Reason::kComm;
   Rejection rej;
   int prep = MPI_SUCCESS;
+  // An I-form or persistent form without a request: MPI reports it.
+  if (row.info.nonblocking && !request) {
+    count_passed(c.fn, Reason::kArgs);
+    return false;
+  }
   if (!decide(c, row, p, &why, rej, &prep)) {
     count_passed(c.fn, why);
     return false;
@@ -693,6 +692,36 @@ void Staging::release() {
   owned = false;
   datatype = MPI_DATATYPE_NULL;
   blocks.clear();
+  for (MPI_Datatype& t : input_types) PMPI_Type_free(&t);
+  input_types.clear();
+  inputs.clear();
+}
+
+void Staging::own_types() {
+  if (!blocks.empty() && !owned && PMPI_Type_dup(datatype, &datatype) == MPI_SUCCESS)
+    owned = true;
+  // One dup a datatype (a v-form's blocks share theirs); where the dup
+  // fails the user's handle stays.
+  MPI_Datatype user = MPI_DATATYPE_NULL, mine = MPI_DATATYPE_NULL;
+  for (Input& in : inputs) {
+    if (in.datatype != user) {
+      user = in.datatype;
+      mine = user;
+      if (PMPI_Type_dup(user, &mine) == MPI_SUCCESS)
+        input_types.push_back(mine);
+      else
+        mine = user;
+    }
+    in.datatype = mine;
+  }
+}
+
+int Staging::repack() {
+  for (const Input& in : inputs) {
+    const int rc = shim::pack(in.user, in.count, in.datatype, in.size, in.extent, in.packed);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
 }
 
 int Staging::unpack() {
@@ -1011,6 +1040,151 @@ int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispl
   return PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
                          recvtypes, comm, request);
 }
+
+#ifdef OMPI_HAVE_MPI_EXT_PCOLLREQ
+// The persistent collectives. A served one is a libcoll persistent request
+// (coll_X_init) behind an MPI request of the shim's (requests.cpp): started
+// with MPI_Start / MPI_Startall, completed by any wait or test, freed with
+// MPI_Request_free. One passed to MPI is Open MPI's own request from
+// PMPIX_X_init, which the shim's MPI_Start and waits hand to MPI untouched.
+// The MPI_Info argument is ignored: it carries hints only, and none that
+// libcoll takes (a call passed to MPI gets it unchanged).
+int MPIX_Allreduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kAllreduceInit, sendbuf, recvbuf, count, datatype, op, 0, comm);
+  return PMPIX_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+
+int MPIX_Bcast_init(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                    MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kBcastInit, nullptr, buffer, count, datatype, MPI_OP_NULL, root, comm);
+  return PMPIX_Bcast_init(buffer, count, datatype, root, comm, info, request);
+}
+
+int MPIX_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kBarrierInit, nullptr, nullptr, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0, comm);
+  return PMPIX_Barrier_init(comm, info, request);
+}
+
+int MPIX_Reduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op, int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kReduceInit, sendbuf, recvbuf, count, datatype, op, root, comm);
+  return PMPIX_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
+}
+
+int MPIX_Scan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kScanInit, sendbuf, recvbuf, count, datatype, op, 0, comm);
+  return PMPIX_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+
+int MPIX_Exscan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kExscanInit, sendbuf, recvbuf, count, datatype, op, 0, comm);
+  return PMPIX_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
+}
+
+int MPIX_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf, int recvcount,
+                                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                   MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kReduceScatterBlockInit, sendbuf, recvbuf, recvcount, datatype, op, 0, comm);
+  return PMPIX_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info,
+                                         request);
+}
+
+int MPIX_Reduce_scatter_init(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                             MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kReduceScatterInit, sendbuf, recvbuf, 0, datatype, op, 0, comm, 0,
+                 MPI_DATATYPE_NULL, nullptr, nullptr, recvcounts);
+  return PMPIX_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info,
+                                   request);
+}
+
+int MPIX_Allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                        MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kAllgatherInit, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype);
+  return PMPIX_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                              info, request);
+}
+
+int MPIX_Allgatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                         void* recvbuf, const int recvcounts[], const int displs[],
+                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                         MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kAllgathervInit, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype, nullptr, nullptr, recvcounts, displs);
+  return PMPIX_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                               recvtype, comm, info, request);
+}
+
+int MPIX_Gather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                     int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
+                     MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kGatherInit, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root, comm,
+                 sendcount, sendtype);
+  return PMPIX_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                           info, request);
+}
+
+int MPIX_Gatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                      const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                      MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kGathervInit, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, root, comm,
+                 sendcount, sendtype, nullptr, nullptr, recvcounts, displs);
+  return PMPIX_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                            root, comm, info, request);
+}
+
+int MPIX_Scatter_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                      MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kScatterInit, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root,
+                 comm, sendcount, sendtype);
+  return PMPIX_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                            comm, info, request);
+}
+
+int MPIX_Scatterv_init(const void* sendbuf, const int sendcounts[], const int displs[],
+                       MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                       int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kScattervInit, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, root,
+                 comm, 0, sendtype, sendcounts, displs);
+  return PMPIX_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                             root, comm, info, request);
+}
+
+int MPIX_Alltoall_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                       MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kAlltoallInit, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm,
+                 sendcount, sendtype);
+  return PMPIX_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                             info, request);
+}
+
+int MPIX_Alltoallv_init(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                        MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                        const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
+                        MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kAlltoallvInit, sendbuf, recvbuf, 0, recvtype, MPI_OP_NULL, 0, comm, 0,
+                 sendtype, sendcounts, sdispls, recvcounts, rdispls);
+  return PMPIX_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                              rdispls, recvtype, comm, info, request);
+}
+
+// A datatype per peer, as MPI_Alltoallw: counted, passed to MPI.
+int MPIX_Alltoallw_init(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                        const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                        const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                        MPI_Info info, MPI_Request* request) {
+  COLL_MPI_SERVE(Fn::kAlltoallwInit, sendbuf, recvbuf, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0, comm);
+  return PMPIX_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                              rdispls, recvtypes, comm, info, request);
+}
+#endif  // OMPI_HAVE_MPI_EXT_PCOLLREQ
 
 #undef COLL_MPI_SERVE
 

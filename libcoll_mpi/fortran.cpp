@@ -19,6 +19,10 @@
 
 #include "shim.hpp"
 
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
 extern "C" {
 // Open MPI's Fortran sentinels (libmpi.so; weak: the shim also loads where
 // they do not exist, then no Fortran buffer is taken for them).
@@ -273,11 +277,152 @@ void mpi_ialltoallv_(void* sendbuf, MPI_Fint* sendcounts, MPI_Fint* sdispls, MPI
                                 F_INTS(rdispls), F_TYPE(recvtype), F_COMM(comm), &r));
 }
 
+#ifdef OMPI_HAVE_MPI_EXT_PCOLLREQ
+// The persistent forms (Open MPI's mpif-ext.h / mpi_ext: MPIX_X_INIT). The
+// MPI_Info argument is converted and passed on (the C entry points ignore
+// it where they serve the call).
+#define F_INFO(x) PMPI_Info_f2c(*(x))
+void mpix_allreduce_init_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype,
+                          MPI_Fint* op, MPI_Fint* comm, MPI_Fint* info, MPI_Fint* request,
+                          MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Allreduce_init(f_send(sendbuf), f_buf(recvbuf), int(*count),
+                                     F_TYPE(datatype), F_OP(op), F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_bcast_init_(void* buffer, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* root,
+                      MPI_Fint* comm, MPI_Fint* info, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Bcast_init(f_buf(buffer), int(*count), F_TYPE(datatype), int(*root),
+                                 F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_barrier_init_(MPI_Fint* comm, MPI_Fint* info, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Barrier_init(F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_reduce_init_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype,
+                       MPI_Fint* op, MPI_Fint* root, MPI_Fint* comm, MPI_Fint* info,
+                       MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Reduce_init(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype),
+                                  F_OP(op), int(*root), F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_scan_init_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype,
+                     MPI_Fint* op, MPI_Fint* comm, MPI_Fint* info, MPI_Fint* request,
+                     MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Scan_init(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype),
+                                F_OP(op), F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_exscan_init_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype,
+                       MPI_Fint* op, MPI_Fint* comm, MPI_Fint* info, MPI_Fint* request,
+                       MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Exscan_init(f_send(sendbuf), f_buf(recvbuf), int(*count), F_TYPE(datatype),
+                                  F_OP(op), F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_reduce_scatter_block_init_(void* sendbuf, void* recvbuf, MPI_Fint* recvcount,
+                                     MPI_Fint* datatype, MPI_Fint* op, MPI_Fint* comm,
+                                     MPI_Fint* info, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Reduce_scatter_block_init(f_send(sendbuf), f_buf(recvbuf), int(*recvcount),
+                                                F_TYPE(datatype), F_OP(op), F_COMM(comm),
+                                                F_INFO(info), &r));
+}
+void mpix_reduce_scatter_init_(void* sendbuf, void* recvbuf, MPI_Fint* recvcounts,
+                               MPI_Fint* datatype, MPI_Fint* op, MPI_Fint* comm, MPI_Fint* info,
+                               MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Reduce_scatter_init(f_send(sendbuf), f_buf(recvbuf), F_INTS(recvcounts),
+                                          F_TYPE(datatype), F_OP(op), F_COMM(comm), F_INFO(info),
+                                          &r));
+}
+void mpix_allgather_init_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                          MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* info,
+                          MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Allgather_init(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                     f_buf(recvbuf), int(*recvcount), F_TYPE(recvtype),
+                                     F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_allgatherv_init_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                           MPI_Fint* recvcounts, MPI_Fint* displs, MPI_Fint* recvtype,
+                           MPI_Fint* comm, MPI_Fint* info, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Allgatherv_init(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                      f_buf(recvbuf), F_INTS(recvcounts), F_INTS(displs),
+                                      F_TYPE(recvtype), F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_gather_init_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                       MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root, MPI_Fint* comm,
+                       MPI_Fint* info, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Gather_init(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                  f_buf(recvbuf), int(*recvcount), F_TYPE(recvtype), int(*root),
+                                  F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_gatherv_init_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                        MPI_Fint* recvcounts, MPI_Fint* displs, MPI_Fint* recvtype,
+                        MPI_Fint* root, MPI_Fint* comm, MPI_Fint* info, MPI_Fint* request,
+                        MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Gatherv_init(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                   f_buf(recvbuf), F_INTS(recvcounts), F_INTS(displs),
+                                   F_TYPE(recvtype), int(*root), F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_scatter_init_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                        MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* root, MPI_Fint* comm,
+                        MPI_Fint* info, MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Scatter_init(f_buf(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                   const_cast<void*>(f_send(recvbuf)), int(*recvcount),
+                                   F_TYPE(recvtype), int(*root), F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_scatterv_init_(void* sendbuf, MPI_Fint* sendcounts, MPI_Fint* displs,
+                         MPI_Fint* sendtype, void* recvbuf, MPI_Fint* recvcount,
+                         MPI_Fint* recvtype, MPI_Fint* root, MPI_Fint* comm, MPI_Fint* info,
+                         MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Scatterv_init(f_buf(sendbuf), F_INTS(sendcounts), F_INTS(displs),
+                                    F_TYPE(sendtype), const_cast<void*>(f_send(recvbuf)),
+                                    int(*recvcount),
+                                    F_TYPE(recvtype), int(*root), F_COMM(comm), F_INFO(info),
+                                    &r));
+}
+void mpix_alltoall_init_(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf,
+                         MPI_Fint* recvcount, MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* info,
+                         MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Alltoall_init(f_send(sendbuf), int(*sendcount), F_TYPE(sendtype),
+                                    f_buf(recvbuf), int(*recvcount), F_TYPE(recvtype),
+                                    F_COMM(comm), F_INFO(info), &r));
+}
+void mpix_alltoallv_init_(void* sendbuf, MPI_Fint* sendcounts, MPI_Fint* sdispls,
+                          MPI_Fint* sendtype, void* recvbuf, MPI_Fint* recvcounts,
+                          MPI_Fint* rdispls, MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* info,
+                          MPI_Fint* request, MPI_Fint* ierr) {
+  F_REQUEST_CALL(MPIX_Alltoallv_init(f_send(sendbuf), F_INTS(sendcounts), F_INTS(sdispls),
+                                     F_TYPE(sendtype), f_buf(recvbuf), F_INTS(recvcounts),
+                                     F_INTS(rdispls), F_TYPE(recvtype), F_COMM(comm),
+                                     F_INFO(info), &r));
+}
+#undef F_INFO
+#endif  // OMPI_HAVE_MPI_EXT_PCOLLREQ
+#undef F_REQUEST_CALL
 #undef F_TYPE
 #undef F_COMM
 #undef F_OP
 #undef F_INTS
-#undef F_REQUEST_CALL
+
+// Start and free: Open MPI's own call PMPI_Start / PMPI_Request_free, which
+// know nothing of the shim's persistent requests.
+void mpi_start_(MPI_Fint* request, MPI_Fint* ierr) {
+  MPI_Request r = PMPI_Request_f2c(*request);
+  const int rc = MPI_Start(&r);
+  if (rc == MPI_SUCCESS) *request = PMPI_Request_c2f(r);
+  set(ierr, rc);
+}
+
+void mpi_startall_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* ierr) {
+  const int n = int(*count);
+  std::vector<MPI_Request> r(size_t(n > 0 ? n : 0));
+  for (int i = 0; i < n; ++i) r[size_t(i)] = PMPI_Request_f2c(requests[i]);
+  const int rc = MPI_Startall(n, r.data());
+  if (rc == MPI_SUCCESS)
+    for (int i = 0; i < n; ++i) requests[i] = PMPI_Request_c2f(r[size_t(i)]);
+  set(ierr, rc);
+}
+
+void mpi_request_free_(MPI_Fint* request, MPI_Fint* ierr) {
+  MPI_Request r = PMPI_Request_f2c(*request);
+  const int rc = MPI_Request_free(&r);
+  if (rc == MPI_SUCCESS) *request = PMPI_Request_c2f(r);
+  set(ierr, rc);
+}
 
 void mpi_comm_dup_(MPI_Fint* comm, MPI_Fint* newcomm, MPI_Fint* ierr) {
   MPI_Comm c = MPI_COMM_NULL;
@@ -376,3 +521,33 @@ COLL_MPI_FORTRAN_ALIASES(comm_split, COMM_SPLIT)
 COLL_MPI_FORTRAN_ALIASES(wait, WAIT)
 COLL_MPI_FORTRAN_ALIASES(test, TEST)
 COLL_MPI_FORTRAN_ALIASES(waitall, WAITALL)
+COLL_MPI_FORTRAN_ALIASES(start, START)
+COLL_MPI_FORTRAN_ALIASES(startall, STARTALL)
+COLL_MPI_FORTRAN_ALIASES(request_free, REQUEST_FREE)
+
+#ifdef OMPI_HAVE_MPI_EXT_PCOLLREQ
+// The extensions' names: mpix_x_init_, mpix_x_init__, mpix_x_init,
+// MPIX_X_INIT and ompix_x_init_f (which the mpi_f08 wrappers call).
+#define COLL_MPI_FORTRAN_X_ALIASES(lower, upper)                                          \
+  extern "C" decltype(mpix_##lower##_) mpix_##lower##__ __attribute__((alias("mpix_" #lower "_"))); \
+  extern "C" decltype(mpix_##lower##_) mpix_##lower __attribute__((alias("mpix_" #lower "_")));     \
+  extern "C" decltype(mpix_##lower##_) MPIX_##upper __attribute__((alias("mpix_" #lower "_")));     \
+  extern "C" decltype(mpix_##lower##_) ompix_##lower##_f __attribute__((alias("mpix_" #lower "_")));
+COLL_MPI_FORTRAN_X_ALIASES(allreduce_init, ALLREDUCE_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(bcast_init, BCAST_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(barrier_init, BARRIER_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(reduce_init, REDUCE_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(scan_init, SCAN_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(exscan_init, EXSCAN_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(reduce_scatter_block_init, REDUCE_SCATTER_BLOCK_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(reduce_scatter_init, REDUCE_SCATTER_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(allgather_init, ALLGATHER_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(allgatherv_init, ALLGATHERV_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(gather_init, GATHER_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(gatherv_init, GATHERV_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(scatter_init, SCATTER_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(scatterv_init, SCATTERV_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(alltoall_init, ALLTOALL_INIT)
+COLL_MPI_FORTRAN_X_ALIASES(alltoallv_init, ALLTOALLV_INIT)
+#undef COLL_MPI_FORTRAN_X_ALIASES
+#endif

@@ -20,6 +20,22 @@
 // libcoll requests are tested by one thread at a time (the list's lock; the
 // progress callback only tries it).
 //
+// Persistent requests (MPIX_X_init). A generalized request cannot be
+// started again, so a served persistent call's MPI_Request is a persistent
+// receive of zero bytes (PMPI_Recv_init) from this rank to itself, on a
+// duplicate of MPI_COMM_SELF with a tag of its own: the proxy. It stands for
+// the libcoll persistent request (coll_X_init, made once). MPI_Start and
+// MPI_Startall start both (packing the inputs that have a staging copy
+// again first: the user refills them between starts); when drive() finds
+// the libcoll request done it unpacks the result and sends the zero bytes
+// to itself, which completes the proxy. So MPI completes the handle, in any
+// wait or test, and leaves it what MPI says a persistent request is after
+// completion: inactive, allocated, startable; a wait on it while inactive
+// returns at once with an empty status. MPI_Request_free of an inactive one
+// frees both requests; of an active one it hands the user MPI_REQUEST_NULL
+// and the shim frees both when the operation completes (MPI: the operation
+// completes, then the request is freed).
+//
 // Errors. A served request that failed in libcoll is reported by the wait or
 // test that completes it, through its communicator's error handler (taken
 // when it failed): MPI_ERRORS_ARE_FATAL prints the libcoll message and
@@ -31,6 +47,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "shim.hpp"
@@ -49,6 +66,12 @@ struct ShimReq {
   int status = COLL_SUCCESS;
   std::string message;
   Handler handler = Handler::kFatal;
+  // A persistent request: greq is its proxy (above), tag the proxy's tag.
+  bool persistent = false;
+  int tag = -1;
+  std::mutex state;      // running and freed: MPI_Start / _Request_free against the completion
+  bool running = false;  // started, its completion not yet signalled to the proxy
+  bool freed = false;    // MPI_Request_free while running: completion frees it
 };
 
 std::mutex g_mutex;  // g_outstanding, and testing their libcoll requests
@@ -86,8 +109,150 @@ int free_fn(void* extra) {
 
 int cancel_fn(void*, int) { return MPI_SUCCESS; }  // a collective is not cancelled
 
+// The persistent requests by their MPI handle (the proxy), the proxies'
+// communicator, and their tags (one per live request, so that a signal
+// completes only its own proxy).
+std::mutex g_persist_mutex;
+std::unordered_map<MPI_Request, ShimReq*> g_persistent;
+std::atomic<int> g_persistent_n{0};  // persistent ShimReqs alive (also freed ones still running)
+MPI_Comm g_proxy_comm = MPI_COMM_NULL;
+std::unordered_set<int> g_live_tags;
+int g_next_tag = 0, g_tag_ub = 0;
+
+// A tag no live proxy has (g_persist_mutex held): the next one, wrapping at
+// MPI_TAG_UB. A tag is not taken back when its request is freed, so that a
+// signal still on its way cannot complete a new proxy; it comes round again
+// only after MPI_TAG_UB more requests. -1: none left.
+int take_tag() {
+  if (g_tag_ub == 0) {
+    int* ub = nullptr;
+    int flag = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    g_tag_ub = flag && ub ? *ub : 32767;
+  }
+  for (int tries = 0; tries <= g_tag_ub; ++tries) {
+    const int tag = g_next_tag;
+    g_next_tag = g_next_tag >= g_tag_ub ? 0 : g_next_tag + 1;
+    if (g_live_tags.insert(tag).second) return tag;
+  }
+  return -1;
+}
+
+ShimReq* find_persistent(MPI_Request h) {
+  std::lock_guard<std::mutex> l(g_persist_mutex);
+  auto it = g_persistent.find(h);
+  return it == g_persistent.end() ? nullptr : it->second;
+}
+
+// Completes r's proxy: the zero bytes to itself, matched by the posted
+// receive at once. Non-blocking, as it may run in Open MPI's progress engine.
+void signal_proxy(const ShimReq* r) {
+  MPI_Request s = MPI_REQUEST_NULL;
+  if (PMPI_Isend(nullptr, 0, MPI_BYTE, 0, r->tag, g_proxy_comm, &s) == MPI_SUCCESS)
+    PMPI_Request_free(&s);
+}
+
+void forget_failure(ShimReq* r) {
+  if (g_failed_n.load() == 0) return;
+  std::lock_guard<std::mutex> l(g_failed_mutex);
+  auto it = g_failed.find(r->greq);
+  if (it != g_failed.end() && it->second == r) {
+    g_failed.erase(it);
+    g_failed_n.fetch_sub(1);
+  }
+}
+
+// Frees a persistent request that is not running (no longer in
+// g_persistent): the libcoll request, the staging, the proxy.
+void destroy(ShimReq* r) {
+  forget_failure(r);
+  if (r->lreq != COLL_REQUEST_NULL && g_coll_live.load()) coll_request_free(&r->lreq);
+  r->stage.release();
+  if (r->greq != MPI_REQUEST_NULL) PMPI_Request_free(&r->greq);
+  if (r->tag >= 0) {
+    std::lock_guard<std::mutex> l(g_persist_mutex);
+    g_live_tags.erase(r->tag);
+  }
+  g_persistent_n.fetch_sub(1);
+  delete r;
+}
+
+// The libcoll request of a persistent r is done (r->status).
+void complete_persistent(ShimReq* r) {
+  if (r->status == COLL_SUCCESS && r->stage.unpack() != MPI_SUCCESS) {
+    r->status = COLL_ERR_INTERNAL;
+    r->message = "MPI_Unpack of the result failed";
+  }
+  if (r->status != COLL_SUCCESS) count_error(r->fn);
+  bool freed;
+  {
+    // Signalled under the state lock: a start or free in another thread
+    // waits until the proxy is complete.
+    std::lock_guard<std::mutex> l(r->state);
+    r->running = false;
+    freed = r->freed;
+    if (!freed && r->status != COLL_SUCCESS) {
+      r->handler = handler_of(r->comm);
+      std::lock_guard<std::mutex> lf(g_failed_mutex);
+      g_failed[r->greq] = r;  // reported by the wait that completes the proxy
+      g_failed_n.fetch_add(1);
+    }
+    signal_proxy(r);
+  }
+  if (freed) destroy(r);  // the user's handle is gone: the error too (MPI's rule)
+}
+
+int start(ShimReq* r) {
+  {
+    std::lock_guard<std::mutex> l(r->state);
+    if (r->running)
+      return raise_class(r->comm, handler_of(r->comm), "MPI_Start", MPI_ERR_REQUEST,
+                         std::string("the ") + fn_info(r->fn).mpi_name +
+                             " request is active (started and not completed)");
+    r->running = true;
+  }
+  // The previous activation's failure, reported or not (until then a wait
+  // on the inactive request reports it again).
+  forget_failure(r);
+  r->status = COLL_SUCCESS;
+  r->message.clear();
+  const int prep = r->stage.repack();
+  const int status = coll_start(r->lreq);
+  if (status != COLL_SUCCESS) {
+    {
+      std::lock_guard<std::mutex> l(r->state);
+      r->running = false;
+    }
+    count_error(r->fn);
+    return raise_error(r->comm, handler_of(r->comm), "MPI_Start", status,
+                       coll_comm_last_error(r->lc));
+  }
+  const int rc = PMPI_Start(&r->greq);
+  if (rc != MPI_SUCCESS) {
+    // The operation is started on every rank: finish it here.
+    if (wait_coll(&r->lreq) == COLL_SUCCESS) r->stage.unpack();
+    std::lock_guard<std::mutex> l(r->state);
+    r->running = false;
+    return rc;
+  }
+  {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_outstanding.push_back(r);
+    g_outstanding_n.store(int(g_outstanding.size()), std::memory_order_release);
+  }
+  if (prep != MPI_SUCCESS && r->comm != MPI_COMM_NULL) {
+    // An MPI failure of this rank's packing: MPI's own error path.
+    PMPI_Comm_call_errhandler(r->comm, prep);
+  }
+  return prep;
+}
+
 // The libcoll request of r is done (r->status): finish it and hand it to MPI.
 void complete(ShimReq* r) {
+  if (r->persistent) {
+    complete_persistent(r);
+    return;
+  }
   if (r->status == COLL_SUCCESS && r->stage.unpack() != MPI_SUCCESS) {
     r->status = COLL_ERR_INTERNAL;
     r->message = "MPI_Unpack of the result failed";
@@ -204,6 +369,11 @@ void forget_comm(MPI_Comm comm) {
     for (ShimReq* r : g_outstanding)
       if (r->comm == comm) r->comm = MPI_COMM_NULL;
   }
+  {
+    std::lock_guard<std::mutex> l(g_persist_mutex);
+    for (auto& [h, r] : g_persistent)
+      if (r->comm == comm) r->comm = MPI_COMM_NULL;
+  }
   std::lock_guard<std::mutex> l(g_failed_mutex);
   for (auto& [h, r] : g_failed)
     if (r->comm == comm) r->comm = MPI_COMM_NULL;
@@ -220,12 +390,10 @@ int wait_coll(coll_request_t* request) {
   }
 }
 
-int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan& plan,
-                 MPI_Request* request) {
-  auto* r = new ShimReq;
-  r->fn = fn;
-  r->comm = comm;
-  r->lc = lc;
+namespace {
+// r takes the started or made libcoll request and what it reads: the
+// plan's staging and libcoll's count and displacement arrays.
+void take(ShimReq* r, coll_request_t lreq, Plan& plan) {
   r->lreq = lreq;
   r->stage = plan.stage;
   plan.stage = Staging{};
@@ -233,6 +401,16 @@ int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan
   r->arrays[1] = std::move(plan.sdispls);
   r->arrays[2] = std::move(plan.rcounts);
   r->arrays[3] = std::move(plan.rdispls);
+}
+}  // namespace
+
+int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan& plan,
+                 MPI_Request* request) {
+  auto* r = new ShimReq;
+  r->fn = fn;
+  r->comm = comm;
+  r->lc = lc;
+  take(r, lreq, plan);
   const int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, &r->greq);
   if (rc != MPI_SUCCESS) {
     // The operation is started on every rank: finish it here.
@@ -256,6 +434,89 @@ int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan
   g_outstanding.push_back(r);
   g_outstanding_n.store(int(g_outstanding.size()), std::memory_order_release);
   return MPI_SUCCESS;
+}
+
+int make_persistent(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan& plan,
+                    MPI_Request* request) {
+  auto* r = new ShimReq;
+  g_persistent_n.fetch_add(1);
+  r->fn = fn;
+  r->comm = comm;
+  r->lc = lc;
+  r->persistent = true;
+  take(r, lreq, plan);
+  int rc = MPI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> l(g_persist_mutex);
+    if (g_proxy_comm == MPI_COMM_NULL) rc = PMPI_Comm_dup(MPI_COMM_SELF, &g_proxy_comm);
+    if (rc == MPI_SUCCESS) r->tag = take_tag();
+    if (rc == MPI_SUCCESS && r->tag < 0) rc = MPI_ERR_INTERN;
+    if (rc == MPI_SUCCESS)
+      rc = PMPI_Recv_init(nullptr, 0, MPI_BYTE, 0, r->tag, g_proxy_comm, &r->greq);
+    if (rc == MPI_SUCCESS) g_persistent[r->greq] = r;
+  }
+  if (rc != MPI_SUCCESS) {
+    // Nothing started: this rank's call fails, as for a rejected argument.
+    destroy(r);
+    *request = MPI_REQUEST_NULL;
+    count_error(fn);
+    return raise_class(comm, handler_of(comm), fn_info(fn).mpi_name, rc,
+                       "its MPI request could not be made");
+  }
+  *request = r->greq;
+  return MPI_SUCCESS;
+}
+
+bool persistent_live() { return g_persistent_n.load(std::memory_order_acquire) > 0; }
+
+bool start_persistent(MPI_Request* request, int* rc) {
+  if (!persistent_live() || !request || *request == MPI_REQUEST_NULL) return false;
+  ShimReq* r = find_persistent(*request);
+  if (!r) return false;
+  *rc = start(r);
+  return true;
+}
+
+bool free_persistent(MPI_Request* request, int* rc) {
+  if (!persistent_live() || !request || *request == MPI_REQUEST_NULL) return false;
+  ShimReq* r = nullptr;
+  {
+    std::lock_guard<std::mutex> l(g_persist_mutex);
+    auto it = g_persistent.find(*request);
+    if (it == g_persistent.end()) return false;
+    r = it->second;
+    g_persistent.erase(it);
+  }
+  *request = MPI_REQUEST_NULL;
+  *rc = MPI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> l(r->state);
+    if (r->running) {
+      r->freed = true;  // complete_persistent frees it
+      return true;
+    }
+  }
+  destroy(r);
+  return true;
+}
+
+void persistent_finalize() {
+  // After drain_requests: none is running. These are the ones the program
+  // did not free.
+  std::vector<ShimReq*> left;
+  {
+    std::lock_guard<std::mutex> l(g_persist_mutex);
+    for (auto& [h, r] : g_persistent) left.push_back(r);
+    g_persistent.clear();
+  }
+  for (ShimReq* r : left) destroy(r);
+  MPI_Comm proxies = MPI_COMM_NULL;
+  {
+    std::lock_guard<std::mutex> l(g_persist_mutex);
+    std::swap(proxies, g_proxy_comm);
+  }
+  // Unlocked: its attribute callbacks (comms.cpp) come back to forget_comm.
+  if (proxies != MPI_COMM_NULL) PMPI_Comm_free(&proxies);
 }
 
 }  // namespace shim
@@ -441,10 +702,40 @@ int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices
 }
 
 int MPI_Request_free(MPI_Request* request) {
+  int rc;
+  if (shim::free_persistent(request, &rc)) return rc;
   // A served request goes on in the background (its libcoll request stays
   // in the list until done); MPI frees the handle when both happened.
   if (shim::requests_outstanding()) shim::drive(false);
   return PMPI_Request_free(request);
+}
+
+int MPI_Start(MPI_Request* request) {
+  int rc;
+  if (shim::start_persistent(request, &rc)) return rc;
+  return PMPI_Start(request);
+}
+
+int MPI_Startall(int count, MPI_Request requests[]) {
+  if (count <= 0 || !requests || !shim::persistent_live()) return PMPI_Startall(count, requests);
+  // The shim's requests start in array order (the same on every rank, as
+  // MPI requires of collectives); MPI's own go to PMPI_Startall together.
+  std::vector<MPI_Request> theirs;
+  std::vector<int> at;
+  int first = MPI_SUCCESS;
+  for (int i = 0; i < count; ++i) {
+    int rc;
+    if (shim::start_persistent(&requests[i], &rc)) {
+      if (rc != MPI_SUCCESS && first == MPI_SUCCESS) first = rc;
+    } else {
+      theirs.push_back(requests[i]);
+      at.push_back(i);
+    }
+  }
+  if (theirs.empty()) return first;
+  const int rc = PMPI_Startall(int(theirs.size()), theirs.data());
+  for (size_t k = 0; k < theirs.size(); ++k) requests[at[k]] = theirs[k];
+  return first != MPI_SUCCESS ? first : rc;
 }
 
 }  // extern "C"

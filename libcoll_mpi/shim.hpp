@@ -32,17 +32,22 @@ namespace shim {
 
 // ---- the dispatch table (collectives.cpp) ----------------------------------
 
-// One enumerator per MPI function the shim intercepts, a blocking form and
-// its I-form side by side. Adding a collective: an enumerator here, a row in
-// kFns (collectives.cpp), its MPI_ entry point there, and its Fortran entry
-// point in fortran.cpp.
+// One enumerator per MPI function the shim intercepts: a blocking form, its
+// I-form and its persistent form (Open MPI's MPIX_X_init) side by side.
+// Adding a collective: three enumerators here, a COLL_MPI_ROWS line in kFns
+// (collectives.cpp), its MPI_ entry points there, and its Fortran entry
+// points in fortran.cpp.
 enum class Fn : int {
-  kAllreduce, kIallreduce, kBcast, kIbcast, kBarrier, kIbarrier,
-  kReduce, kIreduce, kAllgather, kIallgather, kAllgatherv, kIallgatherv,
-  kReduceScatterBlock, kIreduceScatterBlock, kReduceScatter, kIreduceScatter,
-  kGather, kIgather, kGatherv, kIgatherv, kScatter, kIscatter, kScatterv, kIscatterv,
-  kAlltoall, kIalltoall, kAlltoallv, kIalltoallv, kScan, kIscan, kExscan, kIexscan,
-  kAlltoallw, kIalltoallw,  // intercepted and counted, always passed to MPI
+  kAllreduce, kIallreduce, kAllreduceInit, kBcast, kIbcast, kBcastInit,
+  kBarrier, kIbarrier, kBarrierInit, kReduce, kIreduce, kReduceInit,
+  kAllgather, kIallgather, kAllgatherInit, kAllgatherv, kIallgatherv, kAllgathervInit,
+  kReduceScatterBlock, kIreduceScatterBlock, kReduceScatterBlockInit,
+  kReduceScatter, kIreduceScatter, kReduceScatterInit,
+  kGather, kIgather, kGatherInit, kGatherv, kIgatherv, kGathervInit,
+  kScatter, kIscatter, kScatterInit, kScatterv, kIscatterv, kScattervInit,
+  kAlltoall, kIalltoall, kAlltoallInit, kAlltoallv, kIalltoallv, kAlltoallvInit,
+  kScan, kIscan, kScanInit, kExscan, kIexscan, kExscanInit,
+  kAlltoallw, kIalltoallw, kAlltoallwInit,  // intercepted and counted, always passed to MPI
   kCount
 };
 constexpr int kFnCount = int(Fn::kCount);
@@ -112,8 +117,25 @@ struct Staging {
   MPI_Datatype datatype = MPI_DATATYPE_NULL;  // of the blocks; our own reference when owned
   MPI_Count size = 0, extent = 0;             // of datatype
   bool owned = false;                         // datatype is a dup of the user's
+  // A persistent request's inputs are packed at every start, not when it
+  // is planned (the user fills the buffer between starts): with defer set,
+  // the planner records each packing in inputs instead of doing it.
+  struct Input {
+    char* packed;  // in tmp or in_tmp
+    const void* user;
+    MPI_Count count;
+    MPI_Datatype datatype;  // our own reference once own_types() ran
+    MPI_Count size, extent;
+  };
+  bool defer = false;
+  std::vector<Input> inputs;
+  std::vector<MPI_Datatype> input_types;  // the dups inputs name (freed with them)
   void release();
   int unpack();           // MPI_SUCCESS or an MPI error code
+  int repack();           // packs inputs again: MPI_SUCCESS or an MPI error code
+  // The user may free a datatype before the request completes (or, for a
+  // persistent request, between its starts): the staging keeps dups.
+  void own_types();
 };
 
 // The libcoll arguments of a served call. The arrays are libcoll's count and
@@ -135,8 +157,10 @@ struct FnInfo {
   const char* mpi_name;  // "MPI_Allreduce"
   const char* knob;      // its name in COLL_MPI_COLLECTIVES ("allreduce": both forms)
   Kind kind;
-  bool nonblocking;
-  int (*start)(const Plan&, coll_request_t*);  // the libcoll non-blocking call
+  bool nonblocking;  // the I-forms and the persistent forms
+  bool persistent;   // MPIX_X_init
+  // The libcoll call that makes the request: coll_iX, or coll_X_init.
+  int (*start)(const Plan&, coll_request_t*);
 };
 const FnInfo& fn_info(Fn fn);
 
@@ -259,6 +283,16 @@ int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan
 // Advances every outstanding libcoll request; completes the generalized
 // request of each that finished. try_only: give up if another thread drives.
 int drive(bool try_only);
+// A served persistent call (MPIX_X_init): *request stands for the inactive
+// libcoll persistent request lreq (which takes plan's staging and arrays).
+int make_persistent(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan& plan,
+                    MPI_Request* request);
+// MPI_Start / MPI_Request_free of one of those: true and *rc when *request
+// is the shim's, false when it is MPI's own.
+bool start_persistent(MPI_Request* request, int* rc);
+bool free_persistent(MPI_Request* request, int* rc);
+bool persistent_live();        // any persistent request of the shim exists
+void persistent_finalize();    // after drain_requests: the ones never freed
 bool requests_outstanding();
 void drain_requests();         // before coll_finalize
 void forget_comm(MPI_Comm comm);  // its requests no longer name it (MPI_Comm_free)

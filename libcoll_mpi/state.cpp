@@ -104,7 +104,7 @@ void load_config() {
       bool known = name == "none";
       for (int f = 0; f < kFnCount; ++f) {
         const FnInfo& info = fn_info(Fn(f));
-        std::string exact = info.mpi_name + 4;  // "Allreduce"
+        std::string exact = std::strchr(info.mpi_name, '_') + 1;  // "Allreduce", "Allreduce_init"
         for (char& ch : exact) ch = char(std::tolower(static_cast<unsigned char>(ch)));
         if (name == info.knob || name == exact) {
           c.selected |= 1ull << f;
@@ -326,7 +326,10 @@ void start(int* argc, char*** argv, int provided) {
 }
 
 int finish() {
-  if (g_active.load()) drain_requests();
+  if (g_active.load()) {
+    drain_requests();
+    persistent_finalize();
+  }
   if (g_config.stats) print_stats();
   if (g_hook_registered) {
     g_unregister(progress_hook);
@@ -453,7 +456,10 @@ extern "C" int coll_finalize(void) {
   if (!shim::g_own_coll && shim::g_coll_live.load()) {
     // The program's libcoll, which the shim used, goes (a collective, like
     // MPI_Finalize): from here on every call goes to MPI, on every rank.
-    if (shim::g_active.load()) shim::drain_requests();
+    if (shim::g_active.load()) {
+      shim::drain_requests();
+      shim::persistent_finalize();
+    }
     shim::g_active = false;
     shim::g_coll_live = false;
   }
