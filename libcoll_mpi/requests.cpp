@@ -28,6 +28,7 @@
 // shim's (MPI_Request_get_status, ...) sees the class returned by the query
 // callback instead.
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -46,6 +47,7 @@ struct ShimReq {
   MPI_Request greq = MPI_REQUEST_NULL;
   Staging stage;
   std::vector<size_t> arrays[4];  // libcoll reads the plan's arrays until the operation completes
+  std::shared_ptr<void> user_op;  // and a user op's context (user_ops.cpp)
   int status = COLL_SUCCESS;
   std::string message;
   Handler handler = Handler::kFatal;
@@ -93,6 +95,7 @@ void complete(ShimReq* r) {
     r->message = "MPI_Unpack of the result failed";
   }
   r->stage.release();
+  r->user_op.reset();  // may free the libcoll operator of an MPI op freed meanwhile
   if (r->status != COLL_SUCCESS) {
     count_error(r->fn);
     r->handler = handler_of(r->comm);
@@ -233,6 +236,7 @@ int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan
   r->arrays[1] = std::move(plan.sdispls);
   r->arrays[2] = std::move(plan.rcounts);
   r->arrays[3] = std::move(plan.rdispls);
+  r->user_op = std::move(plan.user_op);
   const int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, &r->greq);
   if (rc != MPI_SUCCESS) {
     // The operation is started on every rank: finish it here.
