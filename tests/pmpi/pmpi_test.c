@@ -697,12 +697,51 @@ static void test_requests(void) {
 
 /* ---- errors (--errors, --errors-fatal) --------------------------------------- */
 
+/* An argument the shim rejects on this rank (a negative sendcount, here on
+ * every rank, so no rank waits for another): the MPI error class comes back
+ * at once, MPI_Error_string tells why after MPI's text (until the next
+ * collective the shim intercepts), and the statistics count it as rejected. */
+static void test_rejected(void) {
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  int s = rank, *r = malloc((size_t)size * sizeof(int));
+  const int rc = MPI_Allgather(&s, -1, MPI_INT, r, 1, MPI_INT, c);
+  int cls = -1;
+  MPI_Error_class(rc, &cls);
+  CHECK(cls == MPI_ERR_COUNT, "negative sendcount: class %d", cls);
+  char text[MPI_MAX_ERROR_STRING], mpi_text[MPI_MAX_ERROR_STRING];
+  int len = 0, mpi_len = 0;
+  MPI_Error_string(rc, text, &len);
+  PMPI_Error_string(rc, mpi_text, &mpi_len);
+  CHECK(len == (int)strlen(text) && strncmp(text, mpi_text, (size_t)mpi_len) == 0 &&
+            strstr(text, ": libcoll: MPI_Allgather: rejected by libcoll_mpi: sendcount -1 is "
+                         "negative") != NULL,
+        "error string '%s'", text);
+  if (rank == 0) printf("pmpi_test: rejected sendcount: %s\n", text);
+  /* Any other code: MPI's text alone. */
+  MPI_Error_string(MPI_ERR_TRUNCATE, text, &len);
+  PMPI_Error_string(MPI_ERR_TRUNCATE, mpi_text, &mpi_len);
+  CHECK(strcmp(text, mpi_text) == 0 && len == mpi_len, "MPI_ERR_TRUNCATE: '%s'", text);
+  /* The communicator still works; after it, MPI's text alone for the class too. */
+  MPI_Allgather(&s, 1, MPI_INT, r, 1, MPI_INT, c);
+  int bad = 0;
+  for (int i = 0; i < size; ++i) bad += r[i] != i;
+  CHECK(bad == 0, "allgather after a rejected one: %d wrong", bad);
+  MPI_Error_string(rc, text, &len);
+  PMPI_Error_string(rc, mpi_text, &mpi_len);
+  CHECK(strcmp(text, mpi_text) == 0, "after a call: '%s'", text);
+  free(r);
+  MPI_Comm_free(&c);
+}
+
 /* Counts that differ between ranks make libcoll fail the call (an erroneous
  * program): on a communicator with MPI_ERRORS_RETURN the shim returns an MPI
  * error class; with MPI_ERRORS_ARE_FATAL (--errors-fatal) it prints the
  * libcoll message and aborts the job. */
 static void test_errors(int fatal) {
   if (size < 2 || !shim_active || !want("allreduce")) return;
+  if (!fatal) test_rejected();
   MPI_Comm c;
   MPI_Comm_dup(MPI_COMM_WORLD, &c);
   if (!fatal) MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
@@ -715,6 +754,16 @@ static void test_errors(int fatal) {
   CHECK(any, "mismatched counts: no rank got an error");
   CHECK(rc == MPI_SUCCESS || cls == MPI_ERR_ARG || cls == MPI_ERR_OTHER, "error class %d", cls);
   if (rank == 0) printf("pmpi_test: mismatched counts: rank 0 got %d (class %d)\n", rc, cls);
+  if (rc != MPI_SUCCESS) {
+    /* MPI's text, then libcoll's message. */
+    char text[MPI_MAX_ERROR_STRING], mpi_text[MPI_MAX_ERROR_STRING];
+    int len = 0, mpi_len = 0;
+    MPI_Error_string(rc, text, &len);
+    PMPI_Error_string(rc, mpi_text, &mpi_len);
+    CHECK(len == (int)strlen(text) && strncmp(text, mpi_text, (size_t)mpi_len) == 0 &&
+              strstr(text, ": libcoll: MPI_Allreduce: COLL_ERR_") != NULL,
+          "error string '%s'", text);
+  }
   /* The communicator is failed for libcoll (sticky); free it. */
   MPI_Comm_free(&c);
 }
