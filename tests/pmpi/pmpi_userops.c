@@ -72,7 +72,10 @@ static void mat_op(void* in, void* inout, int* len, MPI_Datatype* t) {
     ++wrong_type;
     return;
   }
-  for (int i = 0; i < *len; ++i) mat_mul((int*)in + 4 * i, (int*)inout + 4 * i, (int*)inout + 4 * i);
+  for (int i = 0; i < *len; ++i) {
+    int* b = (int*)inout + 4 * i;
+    mat_mul((const int*)in + 4 * i, b, b);
+  }
 }
 
 static void sum3(void* in, void* inout, int* len, MPI_Datatype* t) {
@@ -249,7 +252,8 @@ static void test_matrices(void) {
 
     MPI_Scan(in, out, n, mat_type, op, MPI_COMM_WORLD);
     bad = 0;
-    for (int i = 0; i < n; ++i) mexpect(rank + 1, i, e), bad += memcmp(e, out + 4 * i, sizeof e) != 0;
+    for (int i = 0; i < n; ++i)
+      mexpect(rank + 1, i, e), bad += memcmp(e, out + 4 * i, sizeof e) != 0;
     CHECK(bad == 0, "matrix scan count %d: %d wrong", n, bad);
   }
   expect_counts(ar, 3, 0, __LINE__);
