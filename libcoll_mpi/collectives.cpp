@@ -285,10 +285,37 @@ class Planner {
 };
 
 // The consistent part of a reduction's decision: the operator and the
-// element type (the same on every rank by MPI's rules).
-bool reduction_type(const Call& c, const TypeInfo** t, coll_op_t* op, Reason* why) {
-  if (!map_op(c.op, op, why)) return false;
+// element type (the same on every rank by MPI's rules). A predefined op
+// reads the type signature's element type; a user op (user_ops.cpp) the
+// datatype's layout, whose elements libcoll carries whole: *user is then
+// this call's view of the datatype (one libcoll element per element), *t
+// points to it, and p holds the libcoll operator (op_full: known, but
+// libcoll's table of user operators is full on this rank).
+bool reduction_type(const Call& c, const TypeInfo** t, TypeInfo* user, Plan& p, bool* op_full,
+                    Reason* why) {
   *t = type_info(c.datatype);
+  if (!map_op(c.op, &p.op, why)) {
+    if (*why != Reason::kUserOp) return false;
+    const UserOpLookup found = user_op(c.op, c.datatype, &p.op, &p.user_op);
+    if (found == UserOpLookup::kUnknown) return false;
+    if (!*t) {
+      *why = Reason::kArgs;
+      return false;
+    }
+    *user = **t;
+    if (user->elements != TypeInfo::kEmpty) {
+      if (!user_op_carrier(**t, &user->ctype)) {
+        *why = Reason::kUserOpType;
+        return false;
+      }
+      user->elements = TypeInfo::kOne;
+      user->per = 1;
+    }
+    *op_full = found == UserOpLookup::kNoResources;
+    *t = user;
+    return true;
+  }
+  const coll_op_t op = p.op;
   if (!*t) {
     *why = Reason::kArgs;
     return false;
@@ -299,7 +326,7 @@ bool reduction_type(const Call& c, const TypeInfo** t, coll_op_t* op, Reason* wh
     *why = Reason::kDatatype;
     return false;
   }
-  if (ti.elements == TypeInfo::kOne && !op_allowed(ti.category, *op)) {
+  if (ti.elements == TypeInfo::kOne && !op_allowed(ti.category, op)) {
     *why = Reason::kOpDatatype;
     return false;
   }
@@ -563,11 +590,11 @@ bool decide(const Call& c, const Row& row, Plan& p, Reason* why, Rejection& rej,
   // What every rank passes alike: a reduction's operator, datatype and
   // count (reduce_scatter: its counts), bcast's byte count.
   const TypeInfo* t = nullptr;
+  TypeInfo user;  // a user op's view of the datatype
+  bool op_full = false;
   switch (row.info.kind) {
     case Kind::kReduction: {
-      coll_op_t op = COLL_SUM;
-      if (!reduction_type(c, &t, &op, why)) return false;
-      p.op = op;
+      if (!reduction_type(c, &t, &user, p, &op_full, why)) return false;
       p.type = t->elements == TypeInfo::kOne ? t->ctype : COLL_UINT8;
       size_t total = 0;
       if (row.shape == Shape::kReduceScatter) {
@@ -616,6 +643,8 @@ bool decide(const Call& c, const Row& row, Plan& p, Reason* why, Rejection& rej,
   p.root = c.root;
   if (!plan_call(c, row, *sc, t, p, rej, prep) && rej.cls == MPI_SUCCESS)
     rej.set(MPI_ERR_INTERN, "the call could not be planned");
+  if (op_full && rej.cls == MPI_SUCCESS)
+    rej.set(MPI_ERR_NO_MEM, "libcoll's table of user operators is full (coll_op_create)");
   return true;
 }
 
@@ -656,6 +685,7 @@ int run(const Call& c, const Row& row, Plan& p, MPI_Request* request, int prep) 
 const FnInfo& fn_info(Fn fn) { return kFns[int(fn)].info; }
 
 bool serve(Call& c, MPI_Request* request, int* rc) {
+  forget_error();
   const Row& row = kFns[int(c.fn)];
   Plan p;
   p.stage.defer = row.info.persistent;  // packed at every start instead
@@ -674,7 +704,11 @@ bool serve(Call& c, MPI_Request* request, int* rc) {
   count_served(c.fn);
   if (rej.cls != MPI_SUCCESS) {
     p.stage.release();
-    count_error(c.fn);
+    // Resources (a staging copy, libcoll's user op table) fail; arguments are rejected.
+    if (rej.cls == MPI_ERR_NO_MEM || rej.cls == MPI_ERR_INTERN)
+      count_error(c.fn);
+    else
+      count_rejected(c.fn);
     if (request) *request = MPI_REQUEST_NULL;
     *rc = raise_class(c.comm, handler_of(c.comm), row.info.mpi_name, rej.cls, rej.why);
     return true;

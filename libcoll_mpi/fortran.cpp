@@ -15,6 +15,8 @@
 // callers get exactly the C behaviour. The waits defined here are the
 // common ones; any other Fortran wait still completes served requests
 // (Open MPI's progress engine drives them, state.cpp).
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "shim.hpp"
@@ -479,8 +481,37 @@ void mpi_waitall_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* statuses, MPI_F
   set(ierr, rc);
 }
 
+// Ops. Open MPI's Fortran MPI_OP_CREATE calls PMPI_Op_create: the shim does
+// not see a Fortran op made, and passes reductions with it to MPI. Freeing
+// goes through the shim, for an op made in C and freed in Fortran.
+void mpi_op_free_(MPI_Fint* op, MPI_Fint* ierr) {
+  MPI_Op c = PMPI_Op_f2c(*op);
+  const int rc = MPI_Op_free(&c);
+  if (rc == MPI_SUCCESS) *op = PMPI_Op_c2f(c);
+  set(ierr, rc);
+}
+
+// MPI's text, with libcoll's message for an error the shim returned
+// (state.cpp). string_len: the Fortran length (gfortran passes it after the
+// arguments; Open MPI's mpi_f08 wrapper passes it as the fifth argument).
+void mpi_error_string_(MPI_Fint* errorcode, char* string, MPI_Fint* resultlen, MPI_Fint* ierr,
+                       int string_len) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  const int rc = MPI_Error_string(int(*errorcode), text, &len);
+  if (rc == MPI_SUCCESS) {
+    len = std::min(std::max(len, 0), std::max(string_len, 0));
+    std::memcpy(string, text, size_t(len));
+    std::memset(string + len, ' ', size_t(std::max(string_len, 0) - len));  // blank-padded
+    *resultlen = MPI_Fint(len);
+  }
+  set(ierr, rc);
+}
+
 }  // extern "C"
 
+COLL_MPI_FORTRAN_ALIASES(op_free, OP_FREE)
+COLL_MPI_FORTRAN_ALIASES(error_string, ERROR_STRING)
 COLL_MPI_FORTRAN_ALIASES(init, INIT)
 COLL_MPI_FORTRAN_ALIASES(init_thread, INIT_THREAD)
 COLL_MPI_FORTRAN_ALIASES(finalize, FINALIZE)

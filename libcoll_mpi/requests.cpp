@@ -44,6 +44,7 @@
 // shim's (MPI_Request_get_status, ...) sees the class returned by the query
 // callback instead.
 #include <algorithm>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -63,6 +64,7 @@ struct ShimReq {
   MPI_Request greq = MPI_REQUEST_NULL;
   Staging stage;
   std::vector<size_t> arrays[4];  // libcoll reads the plan's arrays until the operation completes
+  std::shared_ptr<void> user_op;  // and a user op's context (user_ops.cpp)
   int status = COLL_SUCCESS;
   std::string message;
   Handler handler = Handler::kFatal;
@@ -258,6 +260,7 @@ void complete(ShimReq* r) {
     r->message = "MPI_Unpack of the result failed";
   }
   r->stage.release();
+  r->user_op.reset();  // may free the libcoll operator of an MPI op freed meanwhile
   if (r->status != COLL_SUCCESS) {
     count_error(r->fn);
     r->handler = handler_of(r->comm);
@@ -392,7 +395,10 @@ int wait_coll(coll_request_t* request) {
 
 namespace {
 // r takes the started or made libcoll request and what it reads: the
-// plan's staging and libcoll's count and displacement arrays.
+// plan's staging, libcoll's count and displacement arrays, and a user op's
+// context (a persistent request's for its whole life: libcoll took the
+// function and context at its init, and MPI_Op_free may come before a
+// later MPI_Start).
 void take(ShimReq* r, coll_request_t lreq, Plan& plan) {
   r->lreq = lreq;
   r->stage = plan.stage;
@@ -401,6 +407,7 @@ void take(ShimReq* r, coll_request_t lreq, Plan& plan) {
   r->arrays[1] = std::move(plan.sdispls);
   r->arrays[2] = std::move(plan.rcounts);
   r->arrays[3] = std::move(plan.rdispls);
+  r->user_op = std::move(plan.user_op);
 }
 }  // namespace
 

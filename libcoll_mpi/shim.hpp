@@ -7,6 +7,8 @@
 //                    (attribute caching, creation at intercepted creators,
 //                    lazy creation for communicators congruent to world)
 //   types.cpp        datatypes and operators: which calls libcoll can serve
+//   user_ops.cpp     MPI_Op_create / MPI_Op_free, and the libcoll operators
+//                    that serve reductions with user-defined ops
 //   requests.cpp     generalized requests, driving libcoll from the MPI
 //                    wait/test family
 //   collectives.cpp  the dispatch table and the MPI collective entry points
@@ -25,6 +27,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,7 +72,8 @@ enum class Reason : int {
   kInterComm,    // an inter-communicator
   kComm,         // a communicator without a libcoll counterpart
   kCommPending,  // congruent to world, first used by a non-blocking call
-  kUserOp,       // a user-defined operator
+  kUserOp,       // a user-defined operator the shim did not see made (Fortran's MPI_OP_CREATE)
+  kUserOpType,   // a user-defined operator on a datatype libcoll cannot carry (user_ops.cpp)
   kOp,           // a predefined operator libcoll lacks (MPI_LAND, MPI_MAXLOC, ...)
   kDatatype,     // an element type libcoll lacks, or several element types
   kOpDatatype,   // the operator is not defined on the datatype (MPI_BAND on float)
@@ -151,6 +155,7 @@ struct Plan {
   int root = 0;
   std::vector<size_t> scounts, sdispls, rcounts, rdispls;
   Staging stage;
+  std::shared_ptr<void> user_op;  // a user op's context, held until the call completes
 };
 
 struct FnInfo {
@@ -191,7 +196,8 @@ int finish();                                        // MPI_Finalize
 // Statistics.
 void count_served(Fn fn);
 void count_passed(Fn fn, Reason why);
-void count_error(Fn fn);
+void count_error(Fn fn);     // served, and failed in libcoll or for want of memory
+void count_rejected(Fn fn);  // served, and an argument of this rank rejected (plan_call)
 enum class CommEvent : int { kDerived, kLazy, kShared, kRefused, kFailed, kCount };
 void count_comm(CommEvent e);
 
@@ -218,6 +224,11 @@ int raise_error(MPI_Comm comm, Handler h, const char* fn, int coll_status, const
 // The same for an argument this rank's shim rejects before calling libcoll
 // (a negative count, a null datatype, ...): cls is the MPI error class.
 int raise_class(MPI_Comm comm, Handler h, const char* fn, int cls, const std::string& message);
+// Both remember, for this thread, the class they returned and libcoll's
+// message: MPI_Error_string of that class appends the message (error_text)
+// until the thread's next intercepted collective (forget_error).
+void forget_error();
+void error_text(int code, char* text, int* len);
 
 // ---- communicators (comms.cpp) ----------------------------------------------
 
@@ -271,6 +282,19 @@ int pack(const void* buf, MPI_Count count, MPI_Datatype datatype, MPI_Count size
          MPI_Count extent, char* packed);
 int unpack(const char* packed, MPI_Count count, MPI_Datatype datatype, MPI_Count size,
            MPI_Count extent, void* buf);
+
+// ---- user-defined operators (user_ops.cpp) ----------------------------------
+
+// The libcoll datatype that carries one element of t for a user op, with the
+// user's buffers as they are; false where there is none (gaps, a size no
+// libcoll datatype has).
+bool user_op_carrier(const TypeInfo& t, coll_datatype_t* carrier);
+enum class UserOpLookup { kFound, kUnknown, kNoResources };
+// The libcoll operator that applies op (made by MPI_Op_create through the
+// shim) to datatype, and in *keep the reference that keeps it usable while a
+// call uses it. kUnknown: op is not such an op; kNoResources: libcoll's
+// table of user operators is full.
+UserOpLookup user_op(MPI_Op op, MPI_Datatype datatype, coll_op_t* out, std::shared_ptr<void>* keep);
 
 // ---- requests (requests.cpp) ------------------------------------------------
 

@@ -28,6 +28,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -67,7 +68,7 @@ bool g_started = false;
 uint64_t g_spin = 64;
 
 struct FnStats {
-  std::atomic<uint64_t> served{0}, errors{0};
+  std::atomic<uint64_t> served{0}, errors{0}, rejected{0};
   std::atomic<uint64_t> passed[kReasonCount] = {};
 };
 FnStats g_stats[kFnCount];
@@ -186,12 +187,13 @@ const char* thread_level_name(int level) {
 void print_stats() {
   // Rank 0's counts, and the sums over all ranks (a collective over world:
   // MPI_Finalize is one).
-  const size_t per_fn = 2 + kReasonCount;
+  const size_t per_fn = 3 + kReasonCount;  // served, errors, rejected, the reasons
   std::vector<unsigned long long> mine(kFnCount * per_fn + int(CommEvent::kCount)), all(mine.size());
   for (int f = 0; f < kFnCount; ++f) {
     mine[f * per_fn] = g_stats[f].served.load();
     mine[f * per_fn + 1] = g_stats[f].errors.load();
-    for (int r = 0; r < kReasonCount; ++r) mine[f * per_fn + 2 + r] = g_stats[f].passed[r].load();
+    mine[f * per_fn + 2] = g_stats[f].rejected.load();
+    for (int r = 0; r < kReasonCount; ++r) mine[f * per_fn + 3 + r] = g_stats[f].passed[r].load();
   }
   for (int e = 0; e < int(CommEvent::kCount); ++e) mine[kFnCount * per_fn + e] = g_comm_events[e].load();
   PMPI_Reduce(mine.data(), all.data(), int(mine.size()), MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
@@ -206,18 +208,19 @@ void print_stats() {
     unsigned long long passed = 0, passed_all = 0;
     std::string why;
     for (int r = 0; r < kReasonCount; ++r) {
-      passed += m[2 + r];
-      passed_all += a[2 + r];
-      if (m[2 + r]) {
+      passed += m[3 + r];
+      passed_all += a[3 + r];
+      if (m[3 + r]) {
         if (!why.empty()) why += ", ";
         why += reason_name(Reason(r));
-        why += ": " + std::to_string(m[2 + r]);
+        why += ": " + std::to_string(m[3 + r]);
       }
     }
     std::string line = std::string("libcoll_mpi: ") + fn_info(Fn(f)).mpi_name + ": " +
                        std::to_string(m[0]) + " served, " + std::to_string(passed) + " passed to MPI";
     if (!why.empty()) line += " (" + why + ")";
     if (m[1]) line += ", " + std::to_string(m[1]) + " failed in libcoll";
+    if (m[2]) line += ", " + std::to_string(m[2]) + " rejected (invalid argument)";
     line += " [all ranks: " + std::to_string(a[0]) + " served, " + std::to_string(passed_all) +
             " passed to MPI]";
     std::printf("%s\n", line.c_str());
@@ -242,7 +245,8 @@ const char* reason_name(Reason r) {
     case Reason::kInterComm: return "inter-communicator";
     case Reason::kComm: return "communicator without libcoll";
     case Reason::kCommPending: return "communicator not set up yet";
-    case Reason::kUserOp: return "user op";
+    case Reason::kUserOp: return "user op not made through the shim";
+    case Reason::kUserOpType: return "user op on a datatype libcoll cannot carry";
     case Reason::kOp: return "op";
     case Reason::kDatatype: return "datatype";
     case Reason::kOpDatatype: return "op not defined on datatype";
@@ -258,6 +262,7 @@ void count_passed(Fn fn, Reason why) {
   g_stats[int(fn)].passed[int(why)].fetch_add(1, std::memory_order_relaxed);
 }
 void count_error(Fn fn) { g_stats[int(fn)].errors.fetch_add(1, std::memory_order_relaxed); }
+void count_rejected(Fn fn) { g_stats[int(fn)].rejected.fetch_add(1, std::memory_order_relaxed); }
 void count_comm(CommEvent e) { g_comm_events[int(e)].fetch_add(1, std::memory_order_relaxed); }
 
 void start(int* argc, char*** argv, int provided) {
@@ -389,8 +394,15 @@ Handler handler_of(MPI_Comm comm) {
 }
 
 namespace {
+// The error the shim last returned on this thread, for MPI_Error_string.
+thread_local int t_last_class = MPI_SUCCESS;
+thread_local std::string t_last_text;
+
 int report(MPI_Comm comm, Handler h, int cls, const char* fn, const char* what,
-           const std::string& message) {
+           const std::string& message, std::string detail) {
+  // Before the handler runs: a user handler may ask for the text.
+  t_last_class = cls;
+  t_last_text = std::move(detail);
   if (h == Handler::kFatal) {
     std::fprintf(stderr, "libcoll_mpi: rank %d: %s %s: %s\n", g_world_rank, fn, what,
                  message.c_str());
@@ -404,11 +416,24 @@ int report(MPI_Comm comm, Handler h, int cls, const char* fn, const char* what,
 
 int raise_error(MPI_Comm comm, Handler h, const char* fn, int status, const std::string& message) {
   const std::string what = std::string("failed in libcoll: ") + coll_strerror(status);
-  return report(comm, h, error_class(status), fn, what.c_str(), message);
+  return report(comm, h, error_class(status), fn, what.c_str(), message,
+                std::string(fn) + ": " + coll_strerror(status) + ": " + message);
 }
 
 int raise_class(MPI_Comm comm, Handler h, const char* fn, int cls, const std::string& message) {
-  return report(comm, h, cls, fn, "rejected by libcoll_mpi", message);
+  return report(comm, h, cls, fn, "rejected by libcoll_mpi", message,
+                std::string(fn) + ": rejected by libcoll_mpi: " + message);
+}
+
+void forget_error() { t_last_class = MPI_SUCCESS; }
+
+void error_text(int code, char* text, int* len) {
+  if (code == MPI_SUCCESS || code != t_last_class || !text || !len) return;
+  std::string s(text, size_t(std::max(0, *len)));
+  s += ": libcoll: " + t_last_text;
+  s.resize(std::min(s.size(), size_t(MPI_MAX_ERROR_STRING - 1)));
+  std::memcpy(text, s.c_str(), s.size() + 1);
+  *len = int(s.size());
 }
 
 }  // namespace shim
@@ -464,4 +489,12 @@ extern "C" int coll_finalize(void) {
     shim::g_coll_live = false;
   }
   return shim::real_coll_finalize();
+}
+
+// An error class the shim returned on this thread (and none since) is told
+// with libcoll's message after MPI's text; any other code is MPI's alone.
+extern "C" int MPI_Error_string(int errorcode, char* string, int* resultlen) {
+  const int rc = PMPI_Error_string(errorcode, string, resultlen);
+  if (rc == MPI_SUCCESS) shim::error_text(errorcode, string, resultlen);
+  return rc;
 }

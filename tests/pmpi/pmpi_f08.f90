@@ -1,10 +1,12 @@
 ! The PMPI shim under `use mpi_f08`: Open MPI's mpi_f08 wrappers call the
-! mpif.h layer (ompi_allreduce_f, ...), which the shim defines too.
+! mpif.h layer (ompi_allreduce_f, ...), which the shim defines too
+! (MPI_Error_string included).
 program pmpi_f08
   use mpi_f08
   implicit none
-  integer :: rank, nprocs, total, errors
+  integer :: rank, nprocs, total, errors, elen, ierr
   double precision :: x(2)
+  character(len=MPI_MAX_ERROR_STRING) :: estr
   errors = 0
   call MPI_Init()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -16,6 +18,12 @@ program pmpi_f08
   if (abs(x(1) - dble(nprocs)) + abs(x(2) - dble(nprocs * (nprocs - 1) / 2)) > 0.5d-12) errors = errors + 1
   call MPI_Bcast(x, 2, MPI_DOUBLE_PRECISION, 0, MPI_COMM_WORLD)
   call MPI_Barrier(MPI_COMM_WORLD)
+  ! The shim's ompi_error_string_f (the length passed as a fifth argument):
+  ! MPI's text, blank-padded.
+  estr = 'x'
+  call MPI_Error_string(MPI_ERR_ARG, estr, elen, ierr)
+  if (ierr /= MPI_SUCCESS .or. estr(1:12) /= 'MPI_ERR_ARG:' .or. elen /= len_trim(estr)) &
+    errors = errors + 1
   call MPI_Reduce(errors, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD)
   if (rank == 0 .and. total == 0) print '(a,i0)', 'pmpi_f08: all checks passed at np ', nprocs
   call MPI_Finalize()

@@ -4,14 +4,18 @@
 ! MPI_COMM_SPLIT and MPI_COMM_DUP. Open MPI's Fortran bindings call PMPI_
 ! directly: these calls are served only through the shim's Fortran entry
 ! points, which the meson test checks in the COLL_MPI_STATS lines (exact
-! counts of rank 0). A user operator (MPI_OP_CREATE) is passed to MPI.
+! counts of rank 0). A user operator (MPI_OP_CREATE: Open MPI's binding calls
+! PMPI_Op_create, so the shim does not see it made) is passed to MPI, and
+! freed through the shim's MPI_OP_FREE. MPI_ERROR_STRING (the shim's): MPI's
+! text, blank-padded.
 program pmpi_fortran
   use mpi
   implicit none
   integer :: ierr, rank, nprocs, i, errors, total, half, dup, req, reqs(2), op
   integer :: ivals(5), isum(5)
   double precision :: dvals(3)
-  integer :: buf(4)
+  integer :: buf(4), elen
+  character(len=MPI_MAX_ERROR_STRING) :: estr
   external :: user_sum
 
   errors = 0
@@ -67,6 +71,12 @@ program pmpi_fortran
   call MPI_ALLREDUCE(rank, total, 1, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
   if (total /= nprocs * (nprocs - 1) / 2) errors = errors + 1
   call MPI_OP_FREE(op, ierr)
+  if (ierr /= MPI_SUCCESS .or. op /= MPI_OP_NULL) errors = errors + 1
+
+  estr = 'x'
+  call MPI_ERROR_STRING(MPI_ERR_ARG, estr, elen, ierr)
+  if (ierr /= MPI_SUCCESS .or. estr(1:12) /= 'MPI_ERR_ARG:' .or. elen /= len_trim(estr)) &
+    errors = errors + 1
 
   call MPI_REDUCE(errors, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) then

@@ -12,7 +12,7 @@
  * every root, contiguous and strided datatypes; MPI_Barrier / Ibarrier;
  * MPI_COMM_SELF; dup / split / create / cart chains and frees; a congruent
  * communicator set up lazily; an inter-communicator (passed to MPI);
- * user operators (passed to MPI, results unchanged); MPI_LAND/LOR/LXOR and
+ * user operators (served; more in pmpi_userops.c); MPI_LAND/LOR/LXOR and
  * MAXLOC/MINLOC on every pair type (served); a derived
  * datatype on some ranks with the type signature of a predefined one on
  * others (served on all, or passed to MPI on all); mixed arrays of served and
@@ -260,7 +260,7 @@ static void test_allreduce_other(void) {
   expect_served("MPI_Allreduce", "allreduce", b, 10, 1, MPI_COMM_WORLD, __LINE__);
 }
 
-/* A user operator: passed to MPI, result unchanged. */
+/* A user operator (MPI_Op_create): served, by a libcoll operator that calls it. */
 static void user_sum(void* in, void* inout, int* len, MPI_Datatype* t) {
   int bytes = 0; /* MPI_INT, or a contiguous type of ints */
   MPI_Type_size(*t, &bytes);
@@ -280,8 +280,8 @@ static void test_user_op(void) {
   MPI_Iallreduce(MPI_IN_PLACE, v, 3, MPI_INT, op, MPI_COMM_WORLD, &req);
   MPI_Wait(&req, MPI_STATUS_IGNORE);
   CHECK(v[0] == s && v[1] == 2 * s && v[2] == size, "user op iallreduce in place");
-  expect_served("MPI_Allreduce", "allreduce", b, 1, 0, MPI_COMM_WORLD, __LINE__);
-  expect_served("MPI_Iallreduce", "allreduce", bi, 1, 0, MPI_COMM_WORLD, __LINE__);
+  expect_served("MPI_Allreduce", "allreduce", b, 1, 1, MPI_COMM_WORLD, __LINE__);
+  expect_served("MPI_Iallreduce", "allreduce", bi, 1, 1, MPI_COMM_WORLD, __LINE__);
   MPI_Op_free(&op);
 }
 
@@ -378,18 +378,20 @@ static void test_mixed_datatypes(void) {
     expect_served("MPI_Iallreduce", "allreduce", b, 1, 1, MPI_COMM_WORLD, __LINE__);
   }
 
-  /* Passed to MPI on every rank, with the same mix of datatypes: a user
-   * operator (which Open MPI applies to derived datatypes too). */
+  /* A user operator is given the datatype, so with one every rank passes
+   * the same datatype (as MPI asks of a reduction): a contiguous type of 8
+   * ints is one element, served whole. */
   MPI_Op op;
   MPI_Op_create(user_sum, 1, &op);
   for (int i = 0; i < 16; ++i) in[i] = out[i] = -7;
   for (int i = 0; i < 8; ++i) in[i] = i + rank;
   b = served("MPI_Allreduce");
-  MPI_Allreduce(in, out, rank % 2 ? 1 : 8, rank % 2 ? contig : MPI_INT, op, MPI_COMM_WORLD);
+  MPI_Allreduce(in, out, 1, contig, op, MPI_COMM_WORLD);
   bad = 0;
   for (int i = 0; i < 8; ++i) bad += out[i] != i * size + size * (size - 1) / 2;
-  CHECK(bad == 0, "user op with mixed datatypes: %d wrong", bad);
-  expect_served("MPI_Allreduce", "allreduce", b, 1, 0, MPI_COMM_WORLD, __LINE__);
+  for (int i = 8; i < 16; ++i) bad += out[i] != -7;
+  CHECK(bad == 0, "user op on a contiguous datatype: %d wrong", bad);
+  expect_served("MPI_Allreduce", "allreduce", b, 1, 1, MPI_COMM_WORLD, __LINE__);
   MPI_Op_free(&op);
 
   /* Bcast of 6 doubles: a vector on odd ranks, MPI_DOUBLE x 6 on even ones
@@ -695,12 +697,51 @@ static void test_requests(void) {
 
 /* ---- errors (--errors, --errors-fatal) --------------------------------------- */
 
+/* An argument the shim rejects on this rank (a negative sendcount, here on
+ * every rank, so no rank waits for another): the MPI error class comes back
+ * at once, MPI_Error_string tells why after MPI's text (until the next
+ * collective the shim intercepts), and the statistics count it as rejected. */
+static void test_rejected(void) {
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+  int s = rank, *r = malloc((size_t)size * sizeof(int));
+  const int rc = MPI_Allgather(&s, -1, MPI_INT, r, 1, MPI_INT, c);
+  int cls = -1;
+  MPI_Error_class(rc, &cls);
+  CHECK(cls == MPI_ERR_COUNT, "negative sendcount: class %d", cls);
+  char text[MPI_MAX_ERROR_STRING], mpi_text[MPI_MAX_ERROR_STRING];
+  int len = 0, mpi_len = 0;
+  MPI_Error_string(rc, text, &len);
+  PMPI_Error_string(rc, mpi_text, &mpi_len);
+  CHECK(len == (int)strlen(text) && strncmp(text, mpi_text, (size_t)mpi_len) == 0 &&
+            strstr(text, ": libcoll: MPI_Allgather: rejected by libcoll_mpi: sendcount -1 is "
+                         "negative") != NULL,
+        "error string '%s'", text);
+  if (rank == 0) printf("pmpi_test: rejected sendcount: %s\n", text);
+  /* Any other code: MPI's text alone. */
+  MPI_Error_string(MPI_ERR_TRUNCATE, text, &len);
+  PMPI_Error_string(MPI_ERR_TRUNCATE, mpi_text, &mpi_len);
+  CHECK(strcmp(text, mpi_text) == 0 && len == mpi_len, "MPI_ERR_TRUNCATE: '%s'", text);
+  /* The communicator still works; after it, MPI's text alone for the class too. */
+  MPI_Allgather(&s, 1, MPI_INT, r, 1, MPI_INT, c);
+  int bad = 0;
+  for (int i = 0; i < size; ++i) bad += r[i] != i;
+  CHECK(bad == 0, "allgather after a rejected one: %d wrong", bad);
+  MPI_Error_string(rc, text, &len);
+  PMPI_Error_string(rc, mpi_text, &mpi_len);
+  CHECK(strcmp(text, mpi_text) == 0, "after a call: '%s'", text);
+  free(r);
+  MPI_Comm_free(&c);
+}
+
 /* Counts that differ between ranks make libcoll fail the call (an erroneous
  * program): on a communicator with MPI_ERRORS_RETURN the shim returns an MPI
  * error class; with MPI_ERRORS_ARE_FATAL (--errors-fatal) it prints the
  * libcoll message and aborts the job. */
 static void test_errors(int fatal) {
   if (size < 2 || !shim_active || !want("allreduce")) return;
+  if (!fatal) test_rejected();
   MPI_Comm c;
   MPI_Comm_dup(MPI_COMM_WORLD, &c);
   if (!fatal) MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
@@ -713,6 +754,16 @@ static void test_errors(int fatal) {
   CHECK(any, "mismatched counts: no rank got an error");
   CHECK(rc == MPI_SUCCESS || cls == MPI_ERR_ARG || cls == MPI_ERR_OTHER, "error class %d", cls);
   if (rank == 0) printf("pmpi_test: mismatched counts: rank 0 got %d (class %d)\n", rc, cls);
+  if (rc != MPI_SUCCESS) {
+    /* MPI's text, then libcoll's message. */
+    char text[MPI_MAX_ERROR_STRING], mpi_text[MPI_MAX_ERROR_STRING];
+    int len = 0, mpi_len = 0;
+    MPI_Error_string(rc, text, &len);
+    PMPI_Error_string(rc, mpi_text, &mpi_len);
+    CHECK(len == (int)strlen(text) && strncmp(text, mpi_text, (size_t)mpi_len) == 0 &&
+              strstr(text, ": libcoll: MPI_Allreduce: COLL_ERR_") != NULL,
+          "error string '%s'", text);
+  }
   /* The communicator is failed for libcoll (sticky); free it. */
   MPI_Comm_free(&c);
 }
