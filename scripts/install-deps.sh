@@ -23,7 +23,7 @@ PKGS=(
   # gfortran: the PMPI shim's Fortran tests; hpcc, mumps-test: unmodified MPI
   # applications run through the shim (tests/apps, suite mpi-apps)
   gfortran hpcc mumps-test
-  python3-mpi4py                                     # mpi4py through the shim (tests/apps)
+  lammps python3-mpi4py                              # LAMMPS, mpi4py through the shim (tests/apps)
   qemu-system-x86 busybox-static ibverbs-utils rdmacm-utils perftest iproute2 kmod cpio
 )
 
