@@ -216,6 +216,10 @@ ShimComm* lookup(MPI_Comm comm, bool may_create, Reason* why);
 // graph, ...): gives *newcomm its libcoll communicator. rc: what PMPI_ returned.
 void derive(MPI_Comm parent, int rc, MPI_Comm* newcomm);
 int comm_dup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Info info, bool with_info);
+// After PMPI_Comm_create_group, on the members only (a non-member got
+// MPI_COMM_NULL and does nothing): gives *newcomm its libcoll communicator
+// by coll_comm_create_group over the parent's, agreed over *newcomm.
+void derive_group(MPI_Comm parent, int tag, int rc, MPI_Comm* newcomm);
 // Every rank of comm takes part: the minimum of v.
 int agree(int v, MPI_Comm comm);
 
@@ -260,6 +264,9 @@ int make_request(Fn fn, MPI_Comm comm, coll_comm_t lc, coll_request_t lreq, Plan
 // request of each that finished. try_only: give up if another thread drives.
 int drive(bool try_only);
 bool requests_outstanding();
+// Whether a served operation on libcoll communicator lc has not completed
+// here yet (those that finished are completed first).
+bool requests_pending_on(coll_comm_t lc);
 void drain_requests();         // before coll_finalize
 void forget_comm(MPI_Comm comm);  // its requests no longer name it (MPI_Comm_free)
 void requests_init();
