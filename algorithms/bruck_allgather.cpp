@@ -58,8 +58,7 @@ Task gather_rotated(Channel& ch, const Args& a, Blocks blocks, const std::vector
     const int d = bruck::distance(s), m = bruck::allgather_blocks(s, n);
     co_await exchange(ch, rank_of(bruck::allgather_send_to(r, s, n)), rot, at[size_t(m)],
                       rank_of(bruck::allgather_recv_from(r, s, n)),
-                      at[size_t(d + m)] - at[size_t(d)],
-                      CopyTo{rot + at[size_t(d)]});
+                      at[size_t(d + m)] - at[size_t(d)], CopyTo{rot + at[size_t(d)]});
   }
   if (!direct) {
     for (int i = 0; i < n; ++i) {
@@ -86,8 +85,7 @@ Task bruck_allgatherv(Channel& ch, const Args& a) {
   return gather_rotated(ch, a, Blocks::given(a.recvcounts, a.rdispls), nullptr, ch.rank());
 }
 
-Task bruck_allgather_among(Channel& ch, const std::vector<int>& members, int me,
-                           const Args& a) {
+Task bruck_allgather_among(Channel& ch, const std::vector<int>& members, int me, const Args& a) {
   return gather_rotated(ch, a, Blocks::same(a.count), &members, me);
 }
 

@@ -502,8 +502,8 @@ int coll_comm_create_group(coll_comm_t comm, int n, const int ranks[], int tag,
     }
     if (!listed)
       coll::fail(COLL_ERR_INVALID_ARG,
-                 "%s: the caller (parent rank %d) is not in ranks: only the members call it",
-                 what, me);
+                 "%s: the caller (parent rank %d) is not in ranks: only the members call it", what,
+                 me);
     // Creations on one parent from several threads take turns: the
     // channel cannot tell two of them apart by their tag (see
     // create_group_body). Before the entry guard, so that the second

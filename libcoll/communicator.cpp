@@ -494,8 +494,7 @@ void drop_window(Context& ctx, Communicator::Window& w) {
 
 // The communicator of the parent ranks `members` (in the new order; this
 // rank among them), on window w, the members' windows by position.
-std::unique_ptr<Communicator> assemble(Context& ctx, Channel& ch,
-                                       const std::vector<int>& members,
+std::unique_ptr<Communicator> assemble(Context& ctx, Channel& ch, const std::vector<int>& members,
                                        const Communicator::Window& w,
                                        const std::vector<Published>& windows) {
   std::vector<int> group;

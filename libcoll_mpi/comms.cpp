@@ -452,8 +452,8 @@ void derive_group(MPI_Comm parent, int tag, int rc, MPI_Comm* newcomm) {
   // threads' creations on one parent could reach two members in different
   // orders, which libcoll cannot tell apart by their tag. Both: left to MPI.
   const size_t cost = window_cost(newsize);
-  const bool mine = g_thread_level < MPI_THREAD_MULTIPLE && !requests_pending_on(p->lc) &&
-                    reserve(cost);
+  const bool mine =
+      g_thread_level < MPI_THREAD_MULTIPLE && !requests_pending_on(p->lc) && reserve(cost);
   if (!agree(mine, *newcomm)) {
     if (mine) release(cost);
     PMPI_Comm_set_attr(*newcomm, g_keyval, &g_unserved);

@@ -297,8 +297,7 @@ void mpi_comm_split_(MPI_Fint* comm, MPI_Fint* color, MPI_Fint* key, MPI_Fint* n
 void mpi_comm_create_group_(MPI_Fint* comm, MPI_Fint* group, MPI_Fint* tag, MPI_Fint* newcomm,
                             MPI_Fint* ierr) {
   MPI_Comm c = MPI_COMM_NULL;
-  const int rc =
-      MPI_Comm_create_group(PMPI_Comm_f2c(*comm), PMPI_Group_f2c(*group), int(*tag), &c);
+  const int rc = MPI_Comm_create_group(PMPI_Comm_f2c(*comm), PMPI_Group_f2c(*group), int(*tag), &c);
   if (rc == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(c);
   set(ierr, rc);
 }

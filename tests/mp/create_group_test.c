@@ -254,8 +254,8 @@ int main(int argc, char **argv) {
     }
     const uint64_t regs_after = registrations(world);
     const int fds_after = open_fds();
-    CHECK(regs_after == regs, "%d create/free cycles: registrations (windows) %llu -> %llu",
-          cycles, (unsigned long long)regs, (unsigned long long)regs_after);
+    CHECK(regs_after == regs, "%d create/free cycles: registrations (windows) %llu -> %llu", cycles,
+          (unsigned long long)regs, (unsigned long long)regs_after);
     CHECK(fds_after == fds, "%d create/free cycles: open fds %d -> %d", cycles, fds, fds_after);
   }
 
