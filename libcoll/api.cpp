@@ -349,10 +349,12 @@ std::optional<std::pair<size_t, size_t>> find_duplicate(size_t count,
 // parent c (queued behind its earlier operations) and gives what it made
 // a handle in *newcomm (nothing made: *newcomm stays COLL_COMM_NULL).
 template <class Make>
-void make_comm(coll::Communicator& c, const char* what, Make make, coll_comm_t* newcomm) {
+void make_comm(coll::Communicator& c, const char* what, Make make, coll_comm_t* newcomm,
+               bool members_only = false) {
   coll::Context& ctx = c.context();
   std::unique_ptr<coll::Communicator> made;
   auto op = c.make_internal(what, [make, &made](coll::Channel& ch) { return make(ch, &made); });
+  op->members_only = members_only;
   {
     std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
     if (ctx.locking()) l.lock();
@@ -516,7 +518,7 @@ int coll_comm_create_group(coll_comm_t comm, int n, const int ranks[], int tag,
                                                 std::unique_ptr<coll::Communicator>* out) {
           return c.create_group_body(ch, members, tag, out);
         },
-        newcomm);
+        newcomm, /*members_only=*/true);
   });
 }
 

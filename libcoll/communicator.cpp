@@ -315,7 +315,7 @@ void Communicator::start(Operation& op) {
   // more. Refused before anything is sent (every rank that freed its buffer
   // sees it; its peers then time out or see it fail).
   if (op.held_pins > 0) ctx_.cache().check_held(op.pins, op.collective);
-  op.seq = calls_++;
+  op.seq = op.members_only ? calls_ : calls_++;
   op.complete.store(false, std::memory_order_relaxed);
   op.status = 0;
   op.message.clear();

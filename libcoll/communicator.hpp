@@ -160,6 +160,9 @@ class Communicator {
   // not an AgreedError): creations that ran in different orders on two
   // members may have left their pair out of step. Where the mismatched
   // runs wait on each other instead, COLL_TIMEOUT ends them.
+  // Nor is the creation numbered among the parent's calls
+  // (Operation::members_only): COLL_CHECK_ARGS compares those numbers
+  // across all the parent's ranks.
   Task create_group_body(Channel& ch, std::vector<int> members, int tag,
                          std::unique_ptr<Communicator>* out);
   // Held by a creation (create_group) from before it is queued until it has
