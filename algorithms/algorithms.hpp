@@ -244,6 +244,11 @@ Task ring_allgather(Channel& ch, const Args& args);
 Task bruck_allgather(Channel& ch, const Args& args);
 Task ring_allgatherv(Channel& ch, const Args& args);
 Task bruck_allgatherv(Channel& ch, const Args& args);
+// Bruck's allgather among some of ch's ranks only: members[i] is the
+// channel rank at position i of the result, me this rank's position; the
+// other ranks take no part (coll_comm_create_group's exchange). Not an
+// Algorithm: internal use, on raw bytes (args.count bytes of COLL_UINT8).
+Task bruck_allgather_among(Channel& ch, const std::vector<int>& members, int me, const Args& args);
 Task binomial_reduce(Channel& ch, const Args& args);
 Task reduce_scatter_gather_reduce(Channel& ch, const Args& args);
 Task ring_reduce_scatter_block(Channel& ch, const Args& args);

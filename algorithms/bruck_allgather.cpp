@@ -10,6 +10,14 @@
 // Rank 0's rotation is the identity: for allgather it gathers straight in
 // recvbuf.
 //
+// bruck_allgather_among runs the same schedule on some of the channel's
+// ranks only (members[i] is the channel rank of position i): the others
+// take no part, and no message goes to or from them. Only the pairs of
+// members carry messages, so their pair sequences stay in step as long as
+// every member starts this exchange in the same order relative to the
+// channel's other operations that involve it (Communicator::
+// create_group_body says why that holds).
+//
 // Deadlock freedom: at each step a rank sends its run to r - d and receives
 // one of the same length from r + d (what r + d sends is exactly what r
 // expects), chunk c of the send before chunk c of the receive. Order the
@@ -28,8 +36,12 @@
 namespace coll {
 namespace {
 
-Task gather_rotated(Channel& ch, const Args& a, Blocks blocks) {
-  const int n = ch.size(), r = ch.rank();
+// members: the channel ranks taking part, by position (nullptr: all, in
+// order); r: this rank's position.
+Task gather_rotated(Channel& ch, const Args& a, Blocks blocks, const std::vector<int>* members,
+                    int r) {
+  const int n = members ? int(members->size()) : ch.size();
+  auto rank_of = [members](int pos) { return members ? (*members)[size_t(pos)] : pos; };
   const size_t es = a.elem_size;
   auto* out = static_cast<char*>(a.recvbuf);
   // at[i]: where position i begins in the rotated buffer, in bytes.
@@ -44,9 +56,9 @@ Task gather_rotated(Channel& ch, const Args& a, Blocks blocks) {
 
   for (int s = 0; s < bruck::num_steps(n); ++s) {
     const int d = bruck::distance(s), m = bruck::allgather_blocks(s, n);
-    co_await exchange(ch, bruck::allgather_send_to(r, s, n), rot, at[size_t(m)],
-                      bruck::allgather_recv_from(r, s, n), at[size_t(d + m)] - at[size_t(d)],
-                      CopyTo{rot + at[size_t(d)]});
+    co_await exchange(ch, rank_of(bruck::allgather_send_to(r, s, n)), rot, at[size_t(m)],
+                      rank_of(bruck::allgather_recv_from(r, s, n)),
+                      at[size_t(d + m)] - at[size_t(d)], CopyTo{rot + at[size_t(d)]});
   }
   if (!direct) {
     for (int i = 0; i < n; ++i) {
@@ -66,11 +78,15 @@ Task gather_rotated(Channel& ch, const Args& a, Blocks blocks) {
 }  // namespace
 
 Task bruck_allgather(Channel& ch, const Args& a) {
-  return gather_rotated(ch, a, Blocks::same(a.count));
+  return gather_rotated(ch, a, Blocks::same(a.count), nullptr, ch.rank());
 }
 
 Task bruck_allgatherv(Channel& ch, const Args& a) {
-  return gather_rotated(ch, a, Blocks::given(a.recvcounts, a.rdispls));
+  return gather_rotated(ch, a, Blocks::given(a.recvcounts, a.rdispls), nullptr, ch.rank());
+}
+
+Task bruck_allgather_among(Channel& ch, const std::vector<int>& members, int me, const Args& a) {
+  return gather_rotated(ch, a, Blocks::same(a.count), &members, me);
 }
 
 }  // namespace coll

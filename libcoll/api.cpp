@@ -345,6 +345,35 @@ std::optional<std::pair<size_t, size_t>> find_duplicate(size_t count,
   return std::nullopt;
 }
 
+// Runs make(channel, &made), a creation body, as an operation of the
+// parent c (queued behind its earlier operations) and gives what it made
+// a handle in *newcomm (nothing made: *newcomm stays COLL_COMM_NULL).
+template <class Make>
+void make_comm(coll::Communicator& c, const char* what, Make make, coll_comm_t* newcomm,
+               bool members_only = false) {
+  coll::Context& ctx = c.context();
+  std::unique_ptr<coll::Communicator> made;
+  auto op = c.make_internal(what, [make, &made](coll::Channel& ch) { return make(ch, &made); });
+  op->members_only = members_only;
+  {
+    std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
+    if (ctx.locking()) l.lock();
+    c.start(*op);
+  }
+  ctx.wait(*op);
+  if (op->status) throw coll::Error(op->status, op->message);
+  if (!made) return;  // COLL_UNDEFINED
+  auto entry = std::make_unique<CommEntry>();
+  entry->impl = ctx.adopt(std::move(made));
+  try {
+    entry->impl->build_hierarchy();  // every rank of the new communicator
+  } catch (...) {
+    ctx.free(entry->impl);
+    throw;
+  }
+  *newcomm = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(entry)));
+}
+
 }  // namespace
 
 extern "C" {
@@ -424,30 +453,14 @@ static int create(coll_comm_t comm, int color, int key, bool dup, coll_comm_t* n
                  color);
     *newcomm = COLL_COMM_NULL;
     EntryGuard guard(c);
-    coll::Context& ctx = c.context();
-    std::unique_ptr<coll::Communicator> made;
     const int k = dup ? c.rank() : key;
     const int col = dup ? 0 : color;
-    auto op = c.make_internal(what, [&c, col, k, &made](coll::Channel& ch) {
-      return c.split_body(ch, col, k, &made);
-    });
-    {
-      std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
-      if (ctx.locking()) l.lock();
-      c.start(*op);
-    }
-    ctx.wait(*op);
-    if (op->status) throw coll::Error(op->status, op->message);
-    if (!made) return;  // COLL_UNDEFINED
-    auto entry = std::make_unique<CommEntry>();
-    entry->impl = ctx.adopt(std::move(made));
-    try {
-      entry->impl->build_hierarchy();  // every rank of the new communicator
-    } catch (...) {
-      ctx.free(entry->impl);
-      throw;
-    }
-    *newcomm = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(entry)));
+    make_comm(
+        c, what,
+        [&c, col, k](coll::Channel& ch, std::unique_ptr<coll::Communicator>* out) {
+          return c.split_body(ch, col, k, out);
+        },
+        newcomm);
   });
 }
 
@@ -457,6 +470,56 @@ int coll_comm_dup(coll_comm_t comm, coll_comm_t* newcomm) {
 
 int coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t* newcomm) {
   return create(comm, color, key, false, newcomm);
+}
+
+// A collective over the members only (Communicator::create_group_body
+// says why that is sound on the parent's channel). The arguments are
+// checked here, before anything is sent: a rank that rejects them leaves
+// the parent untouched.
+int coll_comm_create_group(coll_comm_t comm, int n, const int ranks[], int tag,
+                           coll_comm_t* newcomm) {
+  return on_comm(comm, [&](CommEntry&, coll::Communicator& c) {
+    const char* what = "coll_comm_create_group";
+    if (!newcomm) coll::fail(COLL_ERR_INVALID_ARG, "%s: NULL newcomm", what);
+    *newcomm = COLL_COMM_NULL;
+    const int size = c.size(), me = c.rank();
+    if (n <= 0 || n > size)
+      coll::fail(COLL_ERR_INVALID_ARG,
+                 "%s: n %d (the group has 1 to %d ranks of the parent, the caller among them)",
+                 what, n, size);
+    if (!ranks) coll::fail(COLL_ERR_INVALID_ARG, "%s: NULL ranks", what);
+    if (tag < 0) coll::fail(COLL_ERR_INVALID_ARG, "%s: tag %d (a tag is >= 0)", what, tag);
+    std::vector<int> members(ranks, ranks + n);
+    std::vector<char> seen(size_t(size), 0);
+    bool listed = false;
+    for (int i = 0; i < n; ++i) {
+      const int r = members[size_t(i)];
+      if (r < 0 || r >= size)
+        coll::fail(COLL_ERR_INVALID_ARG, "%s: ranks[%d] = %d, not a rank of the parent (0 to %d)",
+                   what, i, r, size - 1);
+      if (seen[size_t(r)])
+        coll::fail(COLL_ERR_INVALID_ARG, "%s: ranks[%d] = %d appears twice", what, i, r);
+      seen[size_t(r)] = 1;
+      listed = listed || r == me;
+    }
+    if (!listed)
+      coll::fail(COLL_ERR_INVALID_ARG,
+                 "%s: the caller (parent rank %d) is not in ranks: only the members call it", what,
+                 me);
+    // Creations on one parent from several threads take turns: the
+    // channel cannot tell two of them apart by their tag (see
+    // create_group_body). Before the entry guard, so that the second
+    // waits instead of being refused.
+    std::lock_guard<std::mutex> serial(c.create_mutex());
+    EntryGuard guard(c);
+    make_comm(
+        c, what,
+        [&c, members = std::move(members), tag](coll::Channel& ch,
+                                                std::unique_ptr<coll::Communicator>* out) {
+          return c.create_group_body(ch, members, tag, out);
+        },
+        newcomm, /*members_only=*/true);
+  });
 }
 
 int coll_comm_free(coll_comm_t* comm) {

@@ -315,7 +315,7 @@ void Communicator::start(Operation& op) {
   // more. Refused before anything is sent (every rank that freed its buffer
   // sees it; its peers then time out or see it fail).
   if (op.held_pins > 0) ctx_.cache().check_held(op.pins, op.collective);
-  op.seq = calls_++;
+  op.seq = op.members_only ? calls_ : calls_++;
   op.complete.store(false, std::memory_order_relaxed);
   op.status = 0;
   op.message.clear();
@@ -474,9 +474,65 @@ Task exchange_bytes(Channel& ch, Coll c, AlgorithmFn fn, const void* send, void*
   co_await fn(ch, a);
 }
 
+namespace {
+
+// A member's new window, as traded: all bytes defined (it goes on the wire).
+struct Published {
+  uint64_t addr, length, rkey;
+};
+
+Published publish(const Communicator::Window& w) {
+  return {reinterpret_cast<uintptr_t>(w.mr->addr), w.mr->length, w.mr->rkey};
+}
+
+// Gives back a window that no communicator took (a failed creation).
+void drop_window(Context& ctx, Communicator::Window& w) {
+  if (w.mr) ctx.transport().dereg(w.mr);
+  if (w.memory) ctx.transport().free_window(w.memory, w.bytes);
+  w = {};
+}
+
+// The communicator of the parent ranks `members` (in the new order; this
+// rank among them), on window w, the members' windows by position.
+std::unique_ptr<Communicator> assemble(Context& ctx, Channel& ch, const std::vector<int>& members,
+                                       const Communicator::Window& w,
+                                       const std::vector<Published>& windows) {
+  std::vector<int> group;
+  std::vector<RemoteRegion> peers;
+  int new_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == ch.rank()) new_rank = int(i);
+    group.push_back(ch.transport_rank(members[i]));
+    RemoteRegion rr;
+    rr.addr = windows[i].addr;
+    rr.length = windows[i].length;
+    rr.rkey = uint32_t(windows[i].rkey);
+    peers.push_back(rr);
+  }
+  return std::make_unique<Communicator>(ctx, ctx.next_comm_id(), std::move(group), new_rank,
+                                        w.layout, w.memory, w.mr, std::move(peers));
+}
+
+uint64_t group_signature(const std::vector<int>& members) {
+  // FNV-1a over the count and the ranks: alike on every member that was
+  // given the same list.
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (v >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(members.size());
+  for (int r : members) mix(uint64_t(uint32_t(r)));
+  return h;
+}
+
+}  // namespace
+
 Task Communicator::split_body(Channel& ch, int color, int key,
                               std::unique_ptr<Communicator>* out) {
-  const int n = ch.size(), me = ch.rank();
+  const int n = ch.size();
   // Colors and keys, then windows: two allgathers over the parent. Every
   // rank takes part in both, COLL_UNDEFINED ones too (they send an empty
   // window). Bruck's: the blocks are a few bytes, and its ceil(log2 n)
@@ -501,38 +557,82 @@ Task Communicator::split_body(Channel& ch, int color, int key,
     });
   }
   Window w;
-  struct Published {
-    uint64_t addr, length, rkey;
-  };
-  Published pub{};  // all bytes defined: it goes on the wire
+  Published pub{};
   if (!members.empty()) {
     w = make_window(ctx_, int(members.size()));
-    pub = {reinterpret_cast<uintptr_t>(w.mr->addr), w.mr->length, w.mr->rkey};
+    pub = publish(w);
   }
   std::vector<Published> all(static_cast<size_t>(n));
   try {
     co_await trade(&pub, all.data(), sizeof pub);
   } catch (...) {
-    if (w.mr) ctx_.transport().dereg(w.mr);
-    if (w.memory) ctx_.transport().free_window(w.memory, w.bytes);
+    drop_window(ctx_, w);
     throw;
   }
   if (members.empty()) co_return;
-  std::vector<int> group;
-  std::vector<RemoteRegion> peers;
-  int new_rank = -1;
-  for (size_t i = 0; i < members.size(); ++i) {
-    const int r = members[i];
-    if (r == me) new_rank = int(i);
-    group.push_back(ch.transport_rank(r));
-    RemoteRegion rr;
-    rr.addr = all[size_t(r)].addr;
-    rr.length = all[size_t(r)].length;
-    rr.rkey = uint32_t(all[size_t(r)].rkey);
-    peers.push_back(rr);
+  std::vector<Published> windows;
+  for (int r : members) windows.push_back(all[size_t(r)]);
+  *out = assemble(ctx_, ch, members, w, windows);
+}
+
+Task Communicator::create_group_body(Channel& ch, std::vector<int> members, int tag,
+                                     std::unique_ptr<Communicator>* out) {
+  // One allgather among the members only, over the parent's channel: each
+  // one's new window, with the tag and the signature of the rank list,
+  // which every member then checks against its own (a disagreement is
+  // the caller's error: the members' pair sequences on the parent may be
+  // out of step after it, so the parent fails too - see api.cpp).
+  struct Entry {
+    Published window;
+    uint64_t tag, signature;
+  };
+  const uint64_t signature = group_signature(members);
+  // The exchange runs over the members in parent order, whatever order the
+  // list gives: members that were given the same set in different orders
+  // then still complete it and see the other's signature (an error, not a
+  // hang). Only members given different sets may wait on each other (and
+  // MPI would hang there too).
+  std::vector<int> by_rank = members;
+  std::sort(by_rank.begin(), by_rank.end());
+  auto place = [&by_rank](int r) {
+    return size_t(std::lower_bound(by_rank.begin(), by_rank.end(), r) - by_rank.begin());
+  };
+  Window w = make_window(ctx_, int(members.size()));
+  Entry mine{publish(w), uint64_t(uint32_t(tag)), signature};
+  std::vector<Entry> all(members.size());  // by parent rank
+  try {
+    Args a;
+    a.sendbuf = &mine;
+    a.recvbuf = all.data();
+    a.count = sizeof mine;
+    a.datatype = COLL_UINT8;
+    a.elem_size = 1;
+    if (ch.needs_local_registration()) {
+      ch.pin(&mine, sizeof mine);
+      ch.pin(all.data(), all.size() * sizeof mine);
+    }
+    co_await bruck_allgather_among(ch, by_rank, int(place(ch.rank())), a);
+    for (size_t i = 0; i < members.size(); ++i) {
+      const Entry& e = all[i];
+      if (e.tag != mine.tag)
+        coll::fail(COLL_ERR_INVALID_ARG,
+                   "coll_comm_create_group: tag %d here, %llu at parent rank %d: every member "
+                   "passes the same tag (or concurrent creations sharing two members ran in "
+                   "different orders on them)",
+                   tag, static_cast<unsigned long long>(e.tag), by_rank[i]);
+      if (e.signature != signature)
+        coll::fail(COLL_ERR_INVALID_ARG,
+                   "coll_comm_create_group: parent rank %d passed another rank list (count or "
+                   "order) than this rank's %zu ranks: every member passes the same list",
+                   by_rank[i], members.size());
+    }
+  } catch (...) {
+    drop_window(ctx_, w);
+    throw;
   }
-  *out = std::make_unique<Communicator>(ctx_, ctx_.next_comm_id(), std::move(group), new_rank,
-                                        w.layout, w.memory, w.mr, std::move(peers));
+  std::vector<Published> windows;
+  for (int r : members) windows.push_back(all[place(r)].window);
+  *out = assemble(ctx_, ch, members, w, windows);
 }
 
 void Communicator::build_hierarchy() {

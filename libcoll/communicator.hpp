@@ -7,10 +7,11 @@
 //
 // Creating one (dup, split) is a collective over the parent communicator:
 // the colors, keys and window keys travel as an allgather through the
-// parent's channel, never through the bootstrap. Freeing one is a
-// collective over itself: a closing handshake (Channel::close) guarantees
-// that no peer still writes into its window, which is then deregistered
-// and returned to the transport.
+// parent's channel, never through the bootstrap. create_group is one over
+// the new communicator's members only, through the same channel (see
+// create_group_body). Freeing one is a collective over itself: a closing
+// handshake (Channel::close) guarantees that no peer still writes into its
+// window, which is then deregistered and returned to the transport.
 #pragma once
 
 #include <atomic>
@@ -118,6 +119,56 @@ class Communicator {
   // COLL_UNDEFINED gives *out == nullptr. dup: split with one color and the
   // parent's order.
   Task split_body(Channel& ch, int color, int key, std::unique_ptr<Communicator>* out);
+  // create_group (coll_comm_create_group): the parent ranks `members`, in
+  // the new order, this rank among them; only they run it. Their new
+  // windows' descriptors travel as a Bruck allgather among the members (in
+  // parent order) on the parent's channel (bruck_allgather_among):
+  // messages only between pairs of members, on the pair sequences that the
+  // parent's collectives use too.
+  //
+  // Why the pair sequences stay in step. A channel delivers a pair's
+  // messages in the order they were sent, and a communicator runs its
+  // operations one at a time in the order they were started. So a pair of
+  // members (p, q) stays in step as long as p and q start the operations
+  // that involve both of them (the parent's collectives, and the creations
+  // whose groups hold both) in the same relative order. For the parent's
+  // collectives that is the rule every collective obeys; for a creation it
+  // is what MPI requires too, for blocking calls: two members that
+  // disagreed on the order of a blocking parent collective and a creation
+  // would deadlock under MPI as well (the creation is collective over its
+  // group, and neither may finish before the other's matching call).
+  // Non-members never see the creation: what they do meanwhile on the
+  // parent involves them, and any pair including one of them keeps its own
+  // order. Non-blocking parent collectives pending at the creation are
+  // safe when every member started them on the same side of the creation:
+  // the creation is queued behind them and starts when they have finished
+  // here. That is libcoll's rule for non-blocking collectives ("every rank
+  // starts the operations of a communicator in the same order") extended
+  // to the creation; MPI might let two members start a pending one on
+  // different sides of it, which here deadlocks (COLL_TIMEOUT). And the
+  // creation waits for them: a non-member that holds one back holds the
+  // creation back too, where MPI would not.
+  //
+  // What the channel cannot do is match by tag: a pair's messages are one
+  // ordered stream, not tagged queues. Two creations whose groups share
+  // two members or more, started concurrently from two threads, must
+  // therefore run in the same order on those shared members; api.cpp
+  // serialises the creations on one parent (a lock), and the tag is
+  // checked, not matched: each member's block carries the tag and a
+  // signature of the rank list, and a mismatch is COLL_ERR_INVALID_ARG on
+  // the members that see it. It fails the parent too (an ordinary Error,
+  // not an AgreedError): creations that ran in different orders on two
+  // members may have left their pair out of step. Where the mismatched
+  // runs wait on each other instead, COLL_TIMEOUT ends them.
+  // Nor is the creation numbered among the parent's calls
+  // (Operation::members_only): COLL_CHECK_ARGS compares those numbers
+  // across all the parent's ranks.
+  Task create_group_body(Channel& ch, std::vector<int> members, int tag,
+                         std::unique_ptr<Communicator>* out);
+  // Held by a creation (create_group) from before it is queued until it has
+  // finished: creations on one parent from several threads run one after
+  // the other (the channel cannot tell them apart).
+  std::mutex& create_mutex() { return create_mutex_; }
   // Where this communicator's ranks span hosts with several on one host at
   // least (and COLL_HIERARCHY is not 0): makes its two sub-communicators
   // (the ranks of this rank's host; the hosts' leaders) by splits over it,
@@ -190,6 +241,7 @@ class Communicator {
   int failed_status_ = 0;
   std::string failed_message_;
   std::mutex progress_mutex_;
+  std::mutex create_mutex_;
   std::atomic<bool> in_use_{false};
   Operation blocking_op_;
   // Persistent operations made on this communicator and not yet freed: when

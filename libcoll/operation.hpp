@@ -55,6 +55,10 @@ struct Operation {
   // communicator (every rank starts them in the same order):
   // COLL_CHECK_ARGS compares it.
   uint64_t seq = 0;
+  // Run by some ranks of the communicator only (coll_comm_create_group's
+  // exchange): not numbered, so that every rank's later calls keep the
+  // same numbers.
+  bool members_only = false;
   Task task;                 // the running activation
   Operation* next = nullptr;  // the communicator's queue
 };

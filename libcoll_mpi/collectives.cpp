@@ -1249,6 +1249,13 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
   return rc;
 }
 
+// Collective over the new communicator only: its members call it.
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+  shim::derive_group(comm, tag, rc, newcomm);
+  return rc;
+}
+
 int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
                     MPI_Comm* newcomm) {
   const int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);

@@ -1,10 +1,11 @@
 // MPI communicators and their libcoll communicators.
 //
 // A libcoll communicator is made by a collective over its libcoll parent
-// (coll_comm_split / coll_comm_dup), so it can only be made at a point where
-// every rank of the parent takes part, in the parent's collective order.
-// An MPI communicator is a subset of world made by a call that is collective
-// over *its* parent; hence:
+// (coll_comm_split / coll_comm_dup), or over its own members only
+// (coll_comm_create_group), so it can only be made at a point where every
+// rank of the parent, or every member, takes part, in the parent's
+// collective order. An MPI communicator is a subset of world made by a call
+// that is collective over *its* parent, or over its members; hence:
 //
 //  - MPI_COMM_WORLD: a dup of libcoll's world, made at MPI_Init.
 //    MPI_COMM_SELF and every communicator of size 1: one shared libcoll
@@ -20,29 +21,45 @@
 //    ranks outside it pass COLL_UNDEFINED. MPI_Comm_dup does it in the
 //    keyval's copy callback (coll_comm_dup), i.e. MPI_Comm_dup's own
 //    attribute copying carries the libcoll communicator over.
+//  - MPI_Comm_create_group (collective over the new communicator only):
+//    on its members, coll_comm_create_group over the parent's libcoll
+//    communicator, with the new communicator's ranks translated to the
+//    parent's (MPI_Group_translate_ranks) in the new order, and MPI's tag.
+//    The agreements below run over the new communicator. Left to MPI where
+//    the parent is not served (or not set up yet: that takes all its
+//    ranks), at MPI_THREAD_MULTIPLE (libcoll checks the tag but cannot
+//    match by it: two threads' creations could reach two members in
+//    different orders), and where a served operation on the parent is
+//    still pending on a member (libcoll would queue the creation behind it,
+//    and it may wait for a non-member, which MPI does not make this call
+//    wait for).
 //  - Any other communicator congruent to world (MPI_Comm_compare gives
-//    MPI_IDENT or MPI_CONGRUENT: MPI_Comm_create_group of all ranks,
-//    MPI_Intercomm_merge, MPI_Comm_idup, ...) is set up lazily at the first
-//    *blocking* served collective on it (coll_comm_split of libcoll's world,
-//    which no served call uses): a blocking collective over all of world is a
-//    point every rank reaches, in the same order for every such communicator
-//    (MPI requires blocking collectives to be ordered without deadlock). A
-//    non-blocking first call cannot wait for that and passes to MPI (the
-//    state changes at the same call on every rank). Not done at
-//    MPI_THREAD_MULTIPLE, where two threads could set up two communicators
-//    in different orders on different ranks.
-//  - Everything else (inter-communicators, subsets made by
-//    MPI_Comm_create_group, ...): passed to MPI. Serving arbitrary subsets
-//    needs a libcoll call that is collective over the new group only (see
-//    README: "Use it under an existing MPI program").
+//    MPI_IDENT or MPI_CONGRUENT: MPI_Comm_create_group of all ranks from an
+//    unserved parent, MPI_Intercomm_merge, MPI_Comm_idup, ...) is set up
+//    lazily at the first *blocking* served collective on it
+//    (coll_comm_split of libcoll's world, which no served call uses): a
+//    blocking collective over all of world is a point every rank reaches,
+//    in the same order for every such communicator (MPI requires blocking
+//    collectives to be ordered without deadlock). A non-blocking first call
+//    cannot wait for that and passes to MPI (the state changes at the same
+//    call on every rank). Not done at MPI_THREAD_MULTIPLE, where two
+//    threads could set up two communicators in different orders on
+//    different ranks.
+//  - Everything else (inter-communicators, subsets of unserved parents,
+//    ...): passed to MPI.
 //
 // Agreement. A creation can fail on one rank only (window memory), so each
-// is bracketed by two MPI_Allreduce(MIN) over the parent: before it, "can I
-// afford a window" (which also makes sure every rank has entered the
-// creator, so the blocking libcoll call below needs nothing from MPI's
-// progress: no peer is still waiting in MPI for this rank); after it,
-// "did it work". Any no leaves the new communicator to MPI on every rank;
-// a failure after the libcoll call leaves the parent to MPI from then on.
+// is bracketed by two MPI_Allreduce(MIN) over the parent (over the new
+// communicator for MPI_Comm_create_group): before it, "can I afford a
+// window" (which also makes sure every rank has entered the creator, so
+// the blocking libcoll call below needs nothing from MPI's progress: no
+// peer is still waiting in MPI for this rank); after it, "did it work".
+// Any no leaves the new communicator to MPI on every rank; a failure after
+// the libcoll call leaves the parent to MPI from then on. For
+// MPI_Comm_create_group only the members learn of such a failure: the
+// parent's other ranks keep serving it, and its next served collective
+// then fails on them by COLL_TIMEOUT (window memory that the budget let
+// through and then failed; nothing else fails there short of a lost peer).
 // These cost two small allreduces per communicator creation, never per call.
 //
 // Caching: a communicator keyval. The attribute value is a ShimComm, or a
@@ -66,6 +83,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "shim.hpp"
 
@@ -408,6 +426,74 @@ void derive(MPI_Comm parent, int rc, MPI_Comm* newcomm) {
     s = shared_self();
     count_comm(CommEvent::kShared);
   }
+  PMPI_Comm_set_attr(*newcomm, g_keyval, s);
+}
+
+void derive_group(MPI_Comm parent, int tag, int rc, MPI_Comm* newcomm) {
+  if (!g_active.load() || rc != MPI_SUCCESS || !newcomm || *newcomm == MPI_COMM_NULL) return;
+  Reason why;
+  // Not may_create: a parent congruent to world and not set up yet would
+  // be set up by a collective over all its ranks, and only the members
+  // are here. The parent's state is alike on all its ranks (decided at its
+  // creation or agreed over it since).
+  ShimComm* p = lookup(parent, false, &why);
+  if (!p) return;  // the new communicator is decided when it is used
+  int newrank = -1, newsize = 0;
+  PMPI_Comm_rank(*newcomm, &newrank);
+  PMPI_Comm_size(*newcomm, &newsize);
+  if (newsize == 1) {  // a communicator of one rank needs no window
+    PMPI_Comm_set_attr(*newcomm, g_keyval, shared_self());
+    count_comm(CommEvent::kShared);
+    return;
+  }
+  // libcoll queues the creation behind the parent's operations started
+  // here before it: one still pending could wait for a non-member, which
+  // MPI does not make wait for this call. And at MPI_THREAD_MULTIPLE two
+  // threads' creations on one parent could reach two members in different
+  // orders, which libcoll cannot tell apart by their tag. Both: left to MPI.
+  const size_t cost = window_cost(newsize);
+  const bool mine =
+      g_thread_level < MPI_THREAD_MULTIPLE && !requests_pending_on(p->lc) && reserve(cost);
+  if (!agree(mine, *newcomm)) {
+    if (mine) release(cost);
+    PMPI_Comm_set_attr(*newcomm, g_keyval, &g_unserved);
+    count_comm(CommEvent::kRefused);
+    return;
+  }
+  // The parent ranks of the new communicator's ranks, in its order: the
+  // libcoll parent has the MPI parent's ranks in its order (matches()).
+  const size_t n = static_cast<size_t>(newsize);
+  std::vector<int> own(n), ranks(n);
+  for (size_t i = 0; i < n; ++i) own[i] = int(i);
+  MPI_Group pg, ng;
+  PMPI_Comm_group(parent, &pg);
+  PMPI_Comm_group(*newcomm, &ng);
+  PMPI_Group_translate_ranks(ng, newsize, own.data(), pg, ranks.data());
+  PMPI_Group_free(&pg);
+  PMPI_Group_free(&ng);
+  coll_comm_t lc = COLL_COMM_NULL;
+  const int crc = coll_comm_create_group(p->lc, newsize, ranks.data(), tag, &lc);
+  const bool ok = crc == COLL_SUCCESS && matches(lc, newrank, newsize);
+  if (!agree(ok, *newcomm)) {
+    // The members' libcoll parent may be failed (the creation failed inside
+    // its exchange): they serve it no more. Its other ranks cannot be told
+    // (see the top comment).
+    // A libcoll communicator made here but not on every member is never
+    // freed collectively: coll_finalize tears it down.
+    p->broken = true;
+    release(cost);
+    PMPI_Comm_set_attr(*newcomm, g_keyval, &g_unserved);
+    count_comm(CommEvent::kFailed);
+    warn_once("creating a libcoll communicator of a group failed");
+    return;
+  }
+  auto* s = new ShimComm;
+  s->lc = lc;
+  s->rank = newrank;
+  s->size = newsize;
+  s->owned = true;
+  s->cost = cost;
+  count_comm(CommEvent::kDerived);
   PMPI_Comm_set_attr(*newcomm, g_keyval, s);
 }
 

@@ -441,6 +441,14 @@ void mpi_comm_split_(MPI_Fint* comm, MPI_Fint* color, MPI_Fint* key, MPI_Fint* n
   set(ierr, rc);
 }
 
+void mpi_comm_create_group_(MPI_Fint* comm, MPI_Fint* group, MPI_Fint* tag, MPI_Fint* newcomm,
+                            MPI_Fint* ierr) {
+  MPI_Comm c = MPI_COMM_NULL;
+  const int rc = MPI_Comm_create_group(PMPI_Comm_f2c(*comm), PMPI_Group_f2c(*group), int(*tag), &c);
+  if (rc == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(c);
+  set(ierr, rc);
+}
+
 void mpi_wait_(MPI_Fint* request, MPI_Fint* status, MPI_Fint* ierr) {
   MPI_Request r = PMPI_Request_f2c(*request);
   MPI_Status s;
@@ -549,6 +557,7 @@ COLL_MPI_FORTRAN_ALIASES(alltoallv, ALLTOALLV)
 COLL_MPI_FORTRAN_ALIASES(ialltoallv, IALLTOALLV)
 COLL_MPI_FORTRAN_ALIASES(comm_dup, COMM_DUP)
 COLL_MPI_FORTRAN_ALIASES(comm_split, COMM_SPLIT)
+COLL_MPI_FORTRAN_ALIASES(comm_create_group, COMM_CREATE_GROUP)
 COLL_MPI_FORTRAN_ALIASES(wait, WAIT)
 COLL_MPI_FORTRAN_ALIASES(test, TEST)
 COLL_MPI_FORTRAN_ALIASES(waitall, WAITALL)

@@ -366,6 +366,14 @@ void drain_requests() {
   }
 }
 
+bool requests_pending_on(coll_comm_t lc) {
+  drive(false);  // those that have finished are not pending
+  std::lock_guard<std::mutex> l(g_mutex);
+  for (const ShimReq* r : g_outstanding)
+    if (r->lc == lc) return true;
+  return false;
+}
+
 void forget_comm(MPI_Comm comm) {
   {
     std::lock_guard<std::mutex> l(g_mutex);

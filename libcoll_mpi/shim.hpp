@@ -251,6 +251,10 @@ ShimComm* lookup(MPI_Comm comm, bool may_create, Reason* why);
 // graph, ...): gives *newcomm its libcoll communicator. rc: what PMPI_ returned.
 void derive(MPI_Comm parent, int rc, MPI_Comm* newcomm);
 int comm_dup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Info info, bool with_info);
+// After PMPI_Comm_create_group, on the members only (a non-member got
+// MPI_COMM_NULL and does nothing): gives *newcomm its libcoll communicator
+// by coll_comm_create_group over the parent's, agreed over *newcomm.
+void derive_group(MPI_Comm parent, int tag, int rc, MPI_Comm* newcomm);
 // Every rank of comm takes part: the minimum of v.
 int agree(int v, MPI_Comm comm);
 
@@ -318,6 +322,9 @@ bool free_persistent(MPI_Request* request, int* rc);
 bool persistent_live();        // any persistent request of the shim exists
 void persistent_finalize();    // after drain_requests: the ones never freed
 bool requests_outstanding();
+// Whether a served operation on libcoll communicator lc has not completed
+// here yet (those that finished are completed first).
+bool requests_pending_on(coll_comm_t lc);
 void drain_requests();         // before coll_finalize
 void forget_comm(MPI_Comm comm);  // its requests no longer name it (MPI_Comm_free)
 void requests_init();

@@ -198,6 +198,24 @@ int coll_comm_size(coll_comm_t comm, int *size);
 int coll_comm_dup(coll_comm_t comm, coll_comm_t *newcomm);
 int coll_comm_split(coll_comm_t comm, int color, int key, coll_comm_t *newcomm);
 int coll_comm_free(coll_comm_t *comm);
+/* A communicator of the n ranks of comm listed in ranks[] (in the new order:
+ * ranks[i] becomes rank i), made by those ranks only (MPI_Comm_create_group):
+ * the others of comm do not call it. Every member passes the same n, ranks
+ * and tag; ranks are distinct ranks of comm, the caller among them, else
+ * COLL_ERR_INVALID_ARG before anything is sent. It is queued on comm like
+ * a collective of the members: every member starts it in the same order
+ * relative to its other operations on comm that involve another member (the
+ * collectives of comm, blocking or not, and other creations whose groups
+ * share two members with this one), and it starts once the operations
+ * queued on comm before it have completed here. tag (>= 0) is checked, not
+ * matched: libcoll serialises the creations on one comm, so concurrent
+ * creations from several threads whose groups share two members or more
+ * must reach those members in the same order. Members given the same ranks
+ * with another tag or in another order fail with COLL_ERR_INVALID_ARG, and
+ * comm with them (sticky); members given different sets of ranks may wait
+ * until COLL_TIMEOUT. */
+int coll_comm_create_group(coll_comm_t comm, int n, const int ranks[], int tag,
+                           coll_comm_t *newcomm);
 
 /* Collectives. count is in elements of datatype.
  *

@@ -10,11 +10,11 @@
 //   r.wait();
 //
 // Failures throw coll::Exception carrying the status code and the detail
-// message of the communicator. A Comm made by dup() or split() owns its
-// communicator and frees it (a collective: every member destroys it in the
-// same order) when it goes, unless free() did already; Comm::world() does
-// not own. A Request owns its request: destroying an active one completes
-// it first.
+// message of the communicator. A Comm made by dup(), split() or
+// create_group() owns its communicator and frees it (a collective: every
+// member destroys it in the same order) when it goes, unless free() did
+// already; Comm::world() does not own. A Request owns its request:
+// destroying an active one completes it first.
 #ifndef COLL_COLL_HPP
 #define COLL_COLL_HPP
 
@@ -163,6 +163,13 @@ class Comm {
   Comm split(int color, int key) const {
     coll_comm_t c = COLL_COMM_NULL;
     check(coll_comm_split(comm_, color, key, &c), comm_);
+    return Comm(c, true);
+  }
+  // The ranks of this communicator listed in `ranks`, in that order; only
+  // they call it (coll_comm_create_group).
+  Comm create_group(const std::vector<int>& ranks, int tag) const {
+    coll_comm_t c = COLL_COMM_NULL;
+    check(coll_comm_create_group(comm_, int(ranks.size()), ranks.data(), tag, &c), comm_);
     return Comm(c, true);
   }
   // Frees an owned communicator now (collective).

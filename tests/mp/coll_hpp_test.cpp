@@ -107,6 +107,22 @@ TEST(CppWrapper, SplitDupAndRequests) {
   EXPECT_FALSE(none);
 }
 
+TEST(CppWrapper, CreateGroup) {
+  const coll::Comm world = coll::Comm::world();
+  const int n = world.size(), me = world.rank();
+  // The last two ranks, swapped; the others make a group of their own.
+  const std::vector<int> pair = {n - 1, n - 2};
+  const bool in_pair = n >= 2 && me >= n - 2;
+  coll::Comm g = in_pair ? world.create_group(pair, 1) : world.create_group({me}, 2);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g.size(), in_pair ? 2 : 1);
+  EXPECT_EQ(g.rank(), in_pair ? n - 1 - me : 0);
+  int64_t x = me;
+  g.allreduce(COLL_IN_PLACE, &x, 1, COLL_INT64, COLL_SUM);
+  EXPECT_EQ(x, in_pair ? int64_t(2 * n - 3) : int64_t(me));
+  EXPECT_THROW(world.create_group({me, me}, 0), coll::Exception);  // refused here: no peer waits
+}
+
 TEST(CppWrapper, RestOfTheCollectiveSet) {
   const coll::Comm world = coll::Comm::world();
   const int n = world.size(), r = world.rank();

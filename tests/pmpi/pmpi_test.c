@@ -11,7 +11,8 @@
  * the shim maps, MPI_IN_PLACE, counts 0 .. 5000; MPI_Bcast / Ibcast from
  * every root, contiguous and strided datatypes; MPI_Barrier / Ibarrier;
  * MPI_COMM_SELF; dup / split / create / cart chains and frees; a congruent
- * communicator set up lazily; an inter-communicator (passed to MPI);
+ * communicator set up lazily; MPI_Comm_create_group of subsets (served);
+ * an inter-communicator (passed to MPI);
  * user operators (served; more in pmpi_userops.c); MPI_LAND/LOR/LXOR and
  * MAXLOC/MINLOC on every pair type (served); a derived
  * datatype on some ranks with the type signature of a predefined one on
@@ -466,6 +467,106 @@ static void expect_comm_served(MPI_Comm comm, int should, const char* what) {
   CHECK(got == (should && shim_active), "%s: served %d, expected %d", what, got, should && shim_active);
 }
 
+/* MPI_Comm_create_group (collective over the new group only; the other
+ * ranks do not call it), served by coll_comm_create_group except at
+ * MPI_THREAD_MULTIPLE: world's ranks but 0, in reverse order, then a group
+ * of that group (its ranks 1 and 0, swapped); a group of one (shared self);
+ * and, while a served MPI_Iallreduce on world that rank 0 has not started
+ * is pending on the members, a group left to MPI (libcoll would queue the
+ * creation behind it). */
+static void test_create_group(void) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  const int serves = level < MPI_THREAD_MULTIPLE;
+  MPI_Group world_group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  if (size >= 3 && rank > 0) {
+    int* members = malloc(sizeof(int) * (size_t)size);
+    for (int i = 0; i < size - 1; ++i) members[i] = size - 1 - i;
+    MPI_Group g;
+    MPI_Group_incl(world_group, size - 1, members, &g);
+    MPI_Comm c;
+    MPI_Comm_create_group(MPI_COMM_WORLD, g, 3, &c);
+    int cr = -1, cs = 0;
+    MPI_Comm_rank(c, &cr);
+    MPI_Comm_size(c, &cs);
+    CHECK(cs == size - 1 && cr == size - 1 - rank, "create_group: rank %d of %d", cr, cs);
+    expect_comm_served(c, serves, "MPI_Comm_create_group");
+    unsigned long long b = served("MPI_Allreduce");
+    allreduce_check(c, "MPI_Comm_create_group");
+    expect_served("MPI_Allreduce", "allreduce", b, 1, serves, c, __LINE__);
+    if (serves) test_bcast(c); /* it expects its calls served */
+    int* got = malloc(sizeof(int) * (size_t)size);
+    MPI_Allgather(&rank, 1, MPI_INT, got, 1, MPI_INT, c);
+    for (int i = 0; i < cs; ++i)
+      CHECK(got[i] == members[i], "create_group: allgather[%d] = %d, expected %d", i, got[i],
+            members[i]);
+    free(got);
+    /* A group of that group: its ranks 1 and 0 (world ranks size-2 and
+     * size-1). */
+    if (cr < 2) {
+      MPI_Group cg, pair;
+      MPI_Comm_group(c, &cg);
+      const int two[2] = {1, 0};
+      MPI_Group_incl(cg, 2, two, &pair);
+      MPI_Comm sub;
+      MPI_Comm_create_group(c, pair, 4, &sub);
+      expect_comm_served(sub, serves, "MPI_Comm_create_group of a group");
+      b = served("MPI_Allreduce");
+      allreduce_check(sub, "MPI_Comm_create_group of a group");
+      expect_served("MPI_Allreduce", "allreduce", b, 1, serves, sub, __LINE__);
+      MPI_Comm_free(&sub);
+      MPI_Group_free(&pair);
+      MPI_Group_free(&cg);
+    }
+    MPI_Comm_free(&c);
+    MPI_Group_free(&g);
+    free(members);
+  }
+  /* A group of one: the shared communicator of size 1. */
+  {
+    MPI_Group me;
+    MPI_Group_incl(world_group, 1, &rank, &me);
+    MPI_Comm one;
+    MPI_Comm_create_group(MPI_COMM_WORLD, me, 9, &one);
+    expect_comm_served(one, 1, "MPI_Comm_create_group of one rank");
+    allreduce_check(one, "MPI_Comm_create_group of one rank");
+    MPI_Comm_free(&one);
+    MPI_Group_free(&me);
+  }
+  /* A served operation on the parent pending at the creation: left to MPI
+   * (every member sees it pending: rank 0 starts its part only when told,
+   * after the creation). */
+  if (size >= 3 && want("allreduce")) {
+    long v = 1, r = 0;
+    MPI_Request req;
+    if (rank == 0) {
+      int go = 0;
+      MPI_Recv(&go, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Iallreduce(&v, &r, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Iallreduce(&v, &r, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &req);
+      MPI_Group rest;
+      int all_but_0[1][3] = {{1, size - 1, 1}};
+      MPI_Group_range_incl(world_group, 1, all_but_0, &rest);
+      MPI_Comm c;
+      MPI_Comm_create_group(MPI_COMM_WORLD, rest, 5, &c);
+      expect_comm_served(c, 0, "MPI_Comm_create_group with a parent operation pending");
+      if (rank == 1) {
+        int go = 1;
+        MPI_Send(&go, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
+      }
+      allreduce_check(c, "MPI_Comm_create_group with a parent operation pending");
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+      MPI_Comm_free(&c);
+      MPI_Group_free(&rest);
+    }
+    CHECK(r == size, "iallreduce pending at MPI_Comm_create_group: %ld", r);
+  }
+  MPI_Group_free(&world_group);
+}
+
 static void test_comms(void) {
   /* MPI_COMM_SELF. */
   unsigned long long b = served("MPI_Allreduce");
@@ -528,13 +629,15 @@ static void test_comms(void) {
   allreduce_check(cart, "cart");
   MPI_Comm_free(&cart);
 
-  /* Congruent with world, made by a creator the shim does not intercept
-   * (collective over the group only): not served by a first non-blocking
-   * call (it cannot wait for a setup), set up at the first blocking one. */
+  /* Congruent with world, made by a creator whose copy the shim does not
+   * serve (MPI_Comm_idup: its attribute copy runs inside MPI's progress):
+   * not served by a first non-blocking call (it cannot wait for a setup),
+   * set up at the first blocking one. */
   MPI_Comm cong;
-  MPI_Comm_create_group(MPI_COMM_WORLD, world_group, 7, &cong);
-  long v = 1, r = 0;
   MPI_Request req;
+  MPI_Comm_idup(MPI_COMM_WORLD, &cong, &req);
+  MPI_Wait(&req, MPI_STATUS_IGNORE);
+  long v = 1, r = 0;
   b = served("MPI_Iallreduce");
   MPI_Iallreduce(&v, &r, 1, MPI_LONG, MPI_SUM, cong, &req);
   MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -838,6 +941,7 @@ int main(int argc, char** argv) {
     expect_served("MPI_Barrier", "barrier", b, 1, 1, MPI_COMM_WORLD, __LINE__);
     test_mixed_datatypes();
     test_comms();
+    test_create_group();
     test_requests();
   }
 
