@@ -90,6 +90,18 @@
 namespace shim {
 namespace {
 
+// A libcoll communicator made for one MPI communicator (freed with it),
+// whose windows hold `cost` bytes of the budget.
+ShimComm* owned_comm(coll_comm_t lc, int rank, int size, size_t cost) {
+  auto* s = new ShimComm;
+  s->lc = lc;
+  s->rank = rank;
+  s->size = size;
+  s->owned = true;
+  s->cost = cost;
+  return s;
+}
+
 int g_keyval = MPI_KEYVAL_INVALID;
 ShimComm g_world_sc, g_self_sc;
 char g_unserved, g_unserved_inter, g_pending;  // sentinels (their addresses)
@@ -188,12 +200,7 @@ ShimComm* create_congruent(MPI_Comm comm) {
     warn_once("setting up a libcoll communicator failed");
     return nullptr;
   }
-  auto* s = new ShimComm;
-  s->lc = lc;
-  s->rank = rank;
-  s->size = size;
-  s->owned = true;
-  s->cost = cost;
+  auto* s = owned_comm(lc, rank, size, cost);
   count_comm(CommEvent::kLazy);
   return s;
 }
@@ -234,12 +241,7 @@ int copy_cb(MPI_Comm oldcomm, int, void*, void* in, void* out, int* flag) {
   d->ran = true;
   d->rc = coll_comm_dup(p->lc, &lc);
   if (d->rc != COLL_SUCCESS) return MPI_SUCCESS;
-  auto* s = new ShimComm;
-  s->lc = lc;
-  s->rank = p->rank;
-  s->size = p->size;
-  s->owned = true;
-  s->cost = d->cost;
+  auto* s = owned_comm(lc, p->rank, p->size, d->cost);
   d->made = s;
   *static_cast<void**>(out) = s;
   *flag = 1;
@@ -415,12 +417,7 @@ void derive(MPI_Comm parent, int rc, MPI_Comm* newcomm) {
   if (!member) return;
   ShimComm* s;
   if (creates) {
-    s = new ShimComm;
-    s->lc = lc;
-    s->rank = newrank;
-    s->size = newsize;
-    s->owned = true;
-    s->cost = cost;
+    s = owned_comm(lc, newrank, newsize, cost);
     count_comm(CommEvent::kDerived);
   } else {
     s = shared_self();
@@ -487,12 +484,7 @@ void derive_group(MPI_Comm parent, int tag, int rc, MPI_Comm* newcomm) {
     warn_once("creating a libcoll communicator of a group failed");
     return;
   }
-  auto* s = new ShimComm;
-  s->lc = lc;
-  s->rank = newrank;
-  s->size = newsize;
-  s->owned = true;
-  s->cost = cost;
+  auto* s = owned_comm(lc, newrank, newsize, cost);
   count_comm(CommEvent::kDerived);
   PMPI_Comm_set_attr(*newcomm, g_keyval, s);
 }
