@@ -692,15 +692,15 @@ bool serve(Call& c, MPI_Request* request, int* rc) {
   Reason why = Reason::kComm;
   Rejection rej;
   int prep = MPI_SUCCESS;
-  // An I-form or persistent form without a request: MPI reports it.
-  if (row.info.nonblocking && !request) {
-    count_passed(c.fn, Reason::kArgs);
-    return false;
-  }
   if (!decide(c, row, p, &why, rej, &prep)) {
     count_passed(c.fn, why);
     return false;
   }
+  // An I-form or persistent form without a request pointer: a per-rank
+  // argument, so it cannot send this rank to MPI while the others, which
+  // decided alike, serve the call (the fallback rule): rejected here.
+  if (row.info.nonblocking && !request && rej.cls == MPI_SUCCESS)
+    rej.set(MPI_ERR_REQUEST, "the request argument is NULL");
   count_served(c.fn);
   if (rej.cls != MPI_SUCCESS) {
     p.stage.release();

@@ -826,6 +826,14 @@ static void test_rejected(void) {
   MPI_Error_string(MPI_ERR_TRUNCATE, text, &len);
   PMPI_Error_string(MPI_ERR_TRUNCATE, mpi_text, &mpi_len);
   CHECK(strcmp(text, mpi_text) == 0 && len == mpi_len, "MPI_ERR_TRUNCATE: '%s'", text);
+  /* A non-blocking call without its request pointer (every rank here): the
+   * shim's rejection (MPI_ERR_REQUEST), not a pass to MPI, which a rank
+   * could not decide alone (the others would serve the call). */
+  int one = 1, sum = 0;
+  const int rq = MPI_Iallreduce(&one, &sum, 1, MPI_INT, MPI_SUM, c, NULL);
+  cls = -1;
+  MPI_Error_class(rq, &cls);
+  CHECK(cls == MPI_ERR_REQUEST, "MPI_Iallreduce with a NULL request: class %d", cls);
   /* The communicator still works; after it, MPI's text alone for the class too. */
   MPI_Allgather(&s, 1, MPI_INT, r, 1, MPI_INT, c);
   int bad = 0;
