@@ -29,4 +29,16 @@ static int g_rank = -1;
           coll_comm_last_error(COLL_COMM_NULL));                             \
   } while (0)
 
+/* A communicator's rank and size, checked. */
+static inline int rank_of(coll_comm_t c) {
+  int r;
+  OK(coll_comm_rank(c, &r));
+  return r;
+}
+static inline int size_of(coll_comm_t c) {
+  int n;
+  OK(coll_comm_size(c, &n));
+  return n;
+}
+
 #endif

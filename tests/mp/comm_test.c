@@ -22,17 +22,6 @@
           coll_strerror(rc_), coll_strerror(status));                        \
   } while (0)
 
-static int rank_of(coll_comm_t c) {
-  int r;
-  OK(coll_comm_rank(c, &r));
-  return r;
-}
-static int size_of(coll_comm_t c) {
-  int n;
-  OK(coll_comm_size(c, &n));
-  return n;
-}
-
 /* allreduce of (rank + 1) * (i + 1) over comm, count elements: every
  * element i is (i + 1) * n (n + 1) / 2. */
 static void check_allreduce(coll_comm_t comm, size_t count) {

@@ -14,17 +14,6 @@
 
 #include "c_check.h"
 
-static int rank_of(coll_comm_t c) {
-  int r;
-  OK(coll_comm_rank(c, &r));
-  return r;
-}
-static int size_of(coll_comm_t c) {
-  int n;
-  OK(coll_comm_size(c, &n));
-  return n;
-}
-
 /* The communicator of the parent ranks ranks[0..m) made by create_group:
  * its size and this rank's place in it, allreduce (sum of (rank+1)(i+1):
  * (i+1) m (m+1) / 2), bcast from every root (root's value), allgather of
