@@ -256,9 +256,13 @@ int collective(coll_comm_t comm, coll::Coll c, coll::Args args, coll_request_t* 
   const bool blocking = mode == Mode::kBlocking, persistent = mode == Mode::kPersistent;
   return on_comm(comm, [&](CommEntry& entry, coll::Communicator& cm) {
     coll::Context& ctx = cm.context();
-    if (!blocking && !request)
-      coll::fail(COLL_ERR_INVALID_ARG, "%s: NULL request", coll::collective_info(c).name);
     EntryGuard guard(cm);
+    if (!blocking && !request) {
+      const coll::Error e(COLL_ERR_INVALID_ARG,
+                          coll::strfmt("%s: NULL request", coll::collective_info(c).name));
+      if (!persistent) cm.refuse(coll::collective_info(c), e.status(), e.what(), false);
+      throw e;
+    }
     if (blocking) {
       coll::Operation* op = cm.start_blocking(c, args);
       if (!op) return;

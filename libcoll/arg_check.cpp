@@ -1,5 +1,7 @@
 #include "arg_check.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "algorithms.hpp"
@@ -61,6 +63,12 @@ CallSignature signature_of(const Operation& op, int n, int me) {
   CallSignature s{};
   s.seq = op.seq;
   s.collective = int32_t(c);
+  if (op.refused) {
+    // Nothing of the arguments is read: they are what this rank refused.
+    s.datatype = CallSignature::kRefused;
+    s.op = op.refused;
+    return s;
+  }
   s.datatype = c == Coll::kBarrier ? -1 : a.datatype;
   // The descriptor's check sets reduce for reductions only. A user
   // operator's handle is local to its process (ranks that made their ops in
@@ -222,6 +230,31 @@ Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch) {
   co_await exchange_bytes(ch, Coll::kAllgather, bruck_allgather, &scratch.mine, scratch.all.data(),
                           sizeof(CallSignature));
   const std::vector<CallSignature>& all = scratch.all;
+  // A rank that refused the call on its own arguments: every rank fails
+  // it, before comparing what the others passed (the refuser's fields are
+  // empty). The refuser keeps its own message (it names the argument in
+  // full); the others get the first refuser's, cut to a Reason, from a
+  // second exchange.
+  for (int r = 0; r < n; ++r) {
+    const CallSignature& s = all[size_t(r)];
+    if (s.datatype != CallSignature::kRefused) continue;
+    struct Reason {
+      char text[96];
+    };
+    Reason mine{};
+    const size_t len = std::min(op.refusal.size(), sizeof mine.text - 1);
+    std::memcpy(mine.text, op.refusal.data(), len);
+    if (len < op.refusal.size()) std::memcpy(mine.text + len - 3, "...", 3);
+    std::vector<Reason> reasons(static_cast<size_t>(n));
+    co_await exchange_bytes(ch, Coll::kAllgather, bruck_allgather, &mine, reasons.data(),
+                            sizeof(Reason));
+    co_await ch.flush();  // as below: the exchanges' sources may still be read
+    if (op.refused) throw AgreedError(op.refused, op.refusal);
+    Reason& theirs = reasons[size_t(r)];
+    theirs.text[sizeof theirs.text - 1] = '\0';
+    throw AgreedError(s.op, strfmt("coll_%s: rank %d refused the call: %s", op.info->name, r,
+                                   theirs.text));
+  }
   std::string mismatch;
   for (int r = 1; r < n && mismatch.empty(); ++r)
     for (Field f : kFields)

@@ -46,6 +46,14 @@ struct CallSignature {
   int32_t datatype;  // -1 where none is significant (barrier)
   int32_t op;        // -1 where not a reduction
   int32_t root;      // -1 where not rooted
+  // A call this rank refused on its own arguments (the descriptor's check
+  // threw): datatype is kRefused and op the refusal's status, nothing else
+  // but seq and collective is set (the arguments may be garbage). Every
+  // rank then fails the call with it (issue 31: an argument invalid on one
+  // rank is an error on every rank); the messages travel in a second
+  // exchange, on that path only, so the signature stays one line (56
+  // bytes, WindowLayout::kInlineBytes).
+  static constexpr int32_t kRefused = -3;
 };
 
 // The communicator's scratch for the exchange: sources and targets of
@@ -59,7 +67,9 @@ struct ArgCheck {
 
 // co_await agree_on_arguments(ch, op, scratch): op's arguments (checked,
 // as make_collective leaves them) agree at every rank, or every rank
-// throws AgreedError(COLL_ERR_INVALID_ARG) naming the first mismatch.
+// throws AgreedError naming the first mismatch (COLL_ERR_INVALID_ARG) or
+// the first rank that refused the call on its own arguments (its status
+// and message; op.refused at that rank, see Communicator::refuse).
 Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch);
 
 }  // namespace coll

@@ -50,6 +50,7 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
 }
 
 Communicator::~Communicator() {
+  refused_ops_.clear();  // their frames are the channel's
   for (Operation* op : std::vector<Operation*>(persistent_ops_)) {
     release_pins(*op);
     op->comm = nullptr;
@@ -233,12 +234,12 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
   op.args = args;
   try {
     info.check(op.args, size(), rank());
-  } catch (const Error&) {
+  } catch (const Error& e) {
     // The other ranks may have accepted the call and wait in its exchange:
-    // counting it makes this rank's next call name the skipped one (its
-    // sequence number) instead of pairing with theirs unnoticed. A
-    // persistent init starts nothing anywhere: not counted.
-    if (!persistent) ++calls_;
+    // this rank takes part in it, carrying its refusal, so that they fail
+    // the call too and every rank stays in step. A persistent init starts
+    // nothing anywhere: a refused one takes no part.
+    if (!persistent) refuse(info, e.status(), e.what(), &op == &blocking_op_);
     throw;
   }
   const Algorithm* algo = choose(c, op.args);
@@ -250,6 +251,31 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
     return o->comm->checked_call(ch, *o, algo);
   };
   return true;
+}
+
+void Communicator::refuse(const CollectiveInfo& info, int status, const std::string& message,
+                          bool wait) {
+  if (!arg_check_) return;
+  // Operations that ended are dropped here (and with the communicator):
+  // one refused call at a time is the usual number.
+  std::erase_if(refused_ops_,
+                [](const std::unique_ptr<Operation>& o) { return o->complete.load(); });
+  auto op = make_internal(info.name, nullptr);
+  Operation* o = op.get();
+  op->body = [this, o](Channel& ch) { return agree_on_arguments(ch, *o, *arg_check_); };
+  op->info = &info;
+  op->refused = status;
+  op->refusal = message;
+  {
+    std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
+    if (ctx_.locking()) l.lock();
+    start(*op);
+  }
+  refused_ops_.push_back(std::move(op));
+  // A blocking call returns when the others know (they are in the same
+  // call); a non-blocking one at once, its part in the exchange advancing
+  // with this rank's later calls (as its request would have).
+  if (wait) ctx_.wait(*o);
 }
 
 Task Communicator::checked_call(Channel& ch, Operation& op, const Algorithm* algo) {

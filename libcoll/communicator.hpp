@@ -203,6 +203,14 @@ class Communicator {
   // communicator; algo (nullptr: nothing to move) runs at each start.
   void prepare(const CollectiveInfo& info, const Algorithm* algo, bool persistent, Operation& op);
   bool make_checked(Coll c, const Args& args, bool persistent, Operation& op);
+ public:
+  // COLL_CHECK_ARGS: this rank refused a call of info's collective on its
+  // own arguments (status, message). Starts an operation that takes the call's place
+  // in the agreement exchange, carrying the refusal, so that every rank
+  // fails the call alike (AgreedError: the communicator stays usable);
+  // waits for it if `wait` (a blocking call). Without the knob, nothing.
+  void refuse(const CollectiveInfo& info, int status, const std::string& message, bool wait);
+ private:
   Task checked_call(Channel& ch, Operation& op, const Algorithm* algo);
   void begin(Operation& op);
   void finish(Operation& op);
@@ -236,6 +244,9 @@ class Communicator {
   // COLL_CHECK_ARGS=1 on more than one rank: its scratch; nullptr
   // otherwise, the one thing the normal path tests.
   std::unique_ptr<ArgCheck> arg_check_;
+  // The operations of refused calls (refuse): owned here, dropped once
+  // complete.
+  std::vector<std::unique_ptr<Operation>> refused_ops_;
   // COLL_FAST_PATH and a channel where writes complete at post.
   bool fast_path_ = false;
   int failed_status_ = 0;

@@ -59,6 +59,11 @@ struct Operation {
   // exchange): not numbered, so that every rank's later calls keep the
   // same numbers.
   bool members_only = false;
+  // COLL_CHECK_ARGS: this rank refused the call on its own arguments with
+  // this status (nonzero) and message; the operation only tells the
+  // others, in the agreement exchange (Communicator::refuse).
+  int refused = 0;
+  std::string refusal;
   Task task;                 // the running activation
   Operation* next = nullptr;  // the communicator's queue
 };

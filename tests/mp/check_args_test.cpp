@@ -299,34 +299,45 @@ INSTANTIATE_TEST_SUITE_P(Forms, CheckArgs,
                            return std::string(form_name(i.param));
                          });
 
-// A call that one rank rejects on its own arguments still counts at that
-// rank: its next call carries the next number and cannot pass for the
-// others' pending one. The ranks stay out of step on that communicator (an
-// erroneous program), so it runs on a dup, which is freed after.
-TEST(CheckArgsSequence, ACallRejectedAtOneRankIsNamed) {
+// A call that one rank rejects on its own arguments fails on every rank:
+// that rank takes the call's place in the agreement exchange, carrying its
+// refusal (Communicator::refuse), so the others learn it there and nothing
+// moves anywhere. The ranks stay in step: the next calls are exact.
+// Non-blocking (the refusing rank returns at once, the others at the wait)
+// and blocking (every rank returns once all know).
+TEST(CheckArgsSequence, ACallRejectedAtOneRankFailsOnEveryRank) {
   if (!checking()) GTEST_SKIP() << "COLL_CHECK_ARGS is not 1";
   const int size = mp::world_size(), rank = mp::world_rank(), last = size - 1;
-  if (size < 3) GTEST_SKIP() << "needs three ranks";
-  coll_comm_t c = COLL_COMM_NULL;
-  ASSERT_EQ(coll_comm_dup(mp::world(), &c), COLL_SUCCESS);
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  coll_comm_t c = mp::world();
   std::vector<int32_t> in(2, 1), out(2, -1);
   coll_request_t r = COLL_REQUEST_NULL;
-  int s;
-  if (rank == last) {
-    EXPECT_EQ(coll_iallreduce(nullptr, out.data(), 2, COLL_INT32, COLL_SUM, c, &r),
-              COLL_ERR_INVALID_ARG);
-    s = coll_barrier(c);
-  } else {
-    s = coll_iallreduce(in.data(), out.data(), 2, COLL_INT32, COLL_SUM, c, &r);
-    if (s == COLL_SUCCESS) s = coll_wait(&r);
-  }
+  int s = coll_iallreduce(rank == last ? nullptr : in.data(), out.data(), 2, COLL_INT32, COLL_SUM,
+                          c, &r);
+  if (rank != last && s == COLL_SUCCESS) s = coll_wait(&r);
   EXPECT_EQ(s, COLL_ERR_INVALID_ARG);
-  const std::string message = coll_comm_last_error(c);
-  const std::string want = "rank " + std::to_string(last) +
-                           " is at its call 1 on this communicator, rank 0 is at its call 0";
+  std::string message = coll_comm_last_error(c);
+  std::string want = rank == last ? "allreduce: NULL sendbuf"
+                                  : "coll_allreduce: rank " + std::to_string(last) +
+                                        " refused the call: allreduce: NULL sendbuf";
   EXPECT_NE(message.find(want), std::string::npos) << message;
-  EXPECT_EQ(coll_comm_free(&c), COLL_SUCCESS) << coll_comm_last_error(c);
   for (int32_t v : out) EXPECT_EQ(v, -1);
+
+  std::vector<int32_t> buf(3, rank == 0 ? 7 : -1);
+  s = coll_bcast(buf.data(), 3, rank == last ? coll_datatype_t(999) : COLL_INT32, 0, c);
+  EXPECT_EQ(s, COLL_ERR_INVALID_ARG);
+  message = coll_comm_last_error(c);
+  want = rank == last ? "datatype" : "rank " + std::to_string(last) + " refused the call";
+  EXPECT_NE(message.find(want), std::string::npos) << message;
+  if (rank != 0) {
+    for (int32_t v : buf) EXPECT_EQ(v, -1);
+  }
+
+  EXPECT_EQ(coll_allreduce(in.data(), out.data(), 2, COLL_INT32, COLL_SUM, c), COLL_SUCCESS)
+      << coll_comm_last_error(c);
+  for (int32_t v : out) EXPECT_EQ(v, size);
+  EXPECT_EQ(coll_bcast(buf.data(), 3, COLL_INT32, 0, c), COLL_SUCCESS) << coll_comm_last_error(c);
+  for (int32_t v : buf) EXPECT_EQ(v, 7);
 }
 
 // With or without the knob, matching calls of every form get the right
