@@ -496,7 +496,7 @@ Task Channel::quiesce() {
   // operation we will never join, and fails at once (COLL_ERR_PEER_LOST)
   // instead of at COLL_TIMEOUT; posted after every other write of ours, it
   // lands after them, so a peer that sees it has everything we sent.
-  static constexpr uint64_t kLeft = 1;
+  static constexpr uint64_t kLeft = kFinalized;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const RemoteRegion& w = peers_[size_t(p)];
@@ -514,6 +514,34 @@ Task Channel::quiesce() {
   if (hierarchy_) {
     co_await hierarchy_->node->quiesce();
     if (hierarchy_->leaders) co_await hierarchy_->leaders->quiesce();
+  }
+}
+
+void Channel::notify_failed(int status) {
+  // Signaled, as quiesce's notices (an unsignaled write's source must stay
+  // valid until a later signaled one completes), and waited for here: the
+  // communicator may be freed right after its failure is returned.
+  failure_notice_ = kFailedBit | uint32_t(status);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const RemoteRegion& w = peers_[size_t(p)];
+    try {
+      post(p, counted_context(), &failure_notice_, sizeof failure_notice_, nullptr,
+           kWriteSignaled, w.addr + layout_.left(rank_), w.rkey);
+    } catch (const Error&) {
+      // That peer is gone or has closed the window: nothing to tell.
+    }
+  }
+  try {
+    // RDMA completions need nothing from the peers (their NICs ack); an
+    // error completion (a peer gone) throws and ends the wait.
+    while (outstanding_.load(std::memory_order_acquire) != 0)
+      poll_and_route_completions(transport_, transport_.rank());
+  } catch (const Error&) {
+  }
+  if (hierarchy_) {
+    hierarchy_->node->notify_failed(status);
+    if (hierarchy_->leaders) hierarchy_->leaders->notify_failed(status);
   }
 }
 

@@ -314,9 +314,22 @@ class Channel {
   // Whether peer has finalized (its `left` notice is here). Every write of
   // peer into our window before it is visible once this returns true: a
   // wait on peer still blocked after that will never end.
-  bool peer_left(int peer) const {
-    return __atomic_load_n(local_word(layout_.left(peer)), __ATOMIC_ACQUIRE) != 0;
+  bool peer_left(int peer) const { return notice(peer) == kFinalized; }
+  // Whether this communicator failed at peer (notify_failed), and with
+  // which status: 0 while it has not. Its operations there have ended, so
+  // a wait on peer here will never end either.
+  int peer_failed(int peer) const {
+    const uint64_t v = notice(peer);
+    return v & kFailedBit ? int(v & 0xffffffffu) : 0;
   }
+  // This rank's part of the communicator failed (Communicator::fail): tells
+  // every peer, through its `left` word, so that a peer waiting on us fails
+  // at its next check (within ~10 ms, Context::check_stalled) instead of at
+  // COLL_TIMEOUT; a peer that fails so tells its own peers, so the failure
+  // reaches every rank that waits on another. Best effort: a write that
+  // cannot be posted (a peer gone, its window closed) is skipped. The
+  // sub-channels are told too.
+  void notify_failed(int status);
 
  private:
   void post(int peer, uint64_t context, const void* src, size_t len, const MemoryRegion* mr,
@@ -346,6 +359,14 @@ class Channel {
   const MemoryRegion* local_region(const void* src, size_t len) const;
   const MemoryRegion* pinned(const void* addr, size_t len) const;  // nullptr: not in this call
   const volatile uint64_t* local_word(size_t offset) const;
+  // The `left` word peer wrote: 0, kFinalized (Channel::quiesce), or
+  // kFailedBit | status (notify_failed).
+  static constexpr uint64_t kFinalized = 1;
+  static constexpr uint64_t kFailedBit = uint64_t(1) << 32;
+  uint64_t notice(int peer) const {
+    return __atomic_load_n(local_word(layout_.left(peer)), __ATOMIC_ACQUIRE);
+  }
+  uint64_t failure_notice_ = 0;  // the source of notify_failed's writes
 
   Transport& transport_;
   WindowLayout layout_;

@@ -462,6 +462,10 @@ void Communicator::fail(int status, const std::string& message) {
   if (!failed_status_) {
     failed_status_ = status;
     failed_message_ = message;
+    // The peers that wait on this rank learn it now, not at COLL_TIMEOUT
+    // (and tell theirs): a mismatch found at one rank fails every rank's
+    // call within milliseconds.
+    if (size() > 1) channel_->notify_failed(status);
   }
   while (Operation* op = head_) {
     head_ = op->next;

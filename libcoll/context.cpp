@@ -484,6 +484,14 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
     // it wrote (Channel::quiesce). Seen at the last check too, with passes
     // of the operation in between that saw all of that: the wait is for
     // something the peer will never write.
+    // A peer whose part of this communicator failed (Channel::notify_failed)
+    // will not write what we wait for: fail alike, with its status.
+    if (peer >= 0 && b->from_peer)
+      if (const int status = ch.peer_failed(peer))
+        fail(status,
+             "rank %d: the communicator failed at rank %d (%s) while this rank waited for %s "
+             "from it; see that rank's error for the cause",
+             comm.rank(), peer, coll_strerror(status), b->what);
     const bool left = peer >= 0 && b->from_peer && ch.peer_left(peer);
     if (left && p.left_peer == peer)
       fail(COLL_ERR_PEER_LOST,
