@@ -13,6 +13,9 @@
  *   hardening_test requests     a second coll_start, one request twice in
  *                               coll_waitall, coll_comm_free(world), ...
  *   hardening_test knobs        numeric knobs out of range fail coll_init
+ *   hardening_test mismatch     a count that differs on one rank fails every
+ *                               rank's call at once; the next communicator
+ *                               is exact
  *   hardening_test flood        rank 0 opens connections to collrun's
  *                               rendezvous port (tests/mp/flood.sh counts
  *                               collrun's lines) */
@@ -79,6 +82,37 @@ static void world_still_works(void) {
   for (int i = 0; i < kCount; ++i) x[i] = g_rank == g_size - 1 ? 40 + i : -1;
   OK(coll_bcast(x, kCount, COLL_INT64, g_size - 1, g_world));
   for (int i = 0; i < kCount; ++i) CHECK(x[i] == 40 + i, "bcast[%d] = %lld", i, (long long)x[i]);
+}
+
+/* A count that differs on one rank (an erroneous program that no rank can
+ * see alone), without COLL_CHECK_ARGS: the rank that finds a message of the
+ * wrong length fails the communicator and tells its peers
+ * (Channel::notify_failed), so every rank's call fails at once - before,
+ * the others waited until COLL_TIMEOUT (300 s; collrun's --timeout ends the
+ * test first). The failed communicator frees cleanly everywhere and the
+ * world's next communicator is exact, several times over. */
+static void test_mismatch(void) {
+  if (g_size < 2) return;
+  for (int round = 0; round < 10; ++round) {
+    coll_comm_t c = COLL_COMM_NULL;
+    OK(coll_comm_dup(g_world, &c));
+    const size_t count = g_rank == round % g_size ? kCount / 2 : kCount;
+    fill();
+    const int rc = coll_allreduce(g_send, g_recv, count, COLL_INT64, COLL_SUM, c);
+    CHECK(rc != COLL_SUCCESS, "round %d: a mismatched allreduce returned COLL_SUCCESS", round);
+    CHECK(strstr(coll_comm_last_error(c), "rank"), "round %d: message '%s'", round,
+          coll_comm_last_error(c));
+    OK(coll_comm_free(&c));
+    OK(coll_comm_dup(g_world, &c));
+    fill();
+    OK(coll_allgather(g_send, g_recv, kCount, COLL_INT64, c));
+    for (int r = 0; r < g_size; ++r)
+      for (int i = 0; i < kCount; ++i)
+        CHECK(g_recv[r * kCount + i] == (int64_t)(r * 1000 + i), "round %d: allgather[%d][%d]",
+              round, r, i);
+    OK(coll_comm_free(&c));
+  }
+  world_still_works();
 }
 
 static void test_in_place(void) {
@@ -412,12 +446,15 @@ int main(int argc, char **argv) {
     test_requests();
   else if (strcmp(mode, "knobs") == 0)
     world_still_works();
+  else if (strcmp(mode, "mismatch") == 0)
+    test_mismatch();
   else if (strcmp(mode, "flood") == 0) {
     if (g_rank == 0) flood(argc > 2 ? atoi(argv[2]) : 300);
     OK(coll_barrier(g_world));
     world_still_works();
   } else {
-    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing, requests, knobs, flood)", mode);
+    CHECK(0, "unknown mode '%s' (in_place, counts, aliasing, requests, knobs, mismatch, flood)",
+          mode);
   }
   OK(coll_finalize());
   if (g_rank == 0) printf("hardening_test %s: ok\n", mode);
