@@ -36,7 +36,55 @@ Task linear(Channel& ch, const Args& a, size_t send_bytes_here, Blocks at_root) 
   }
 }
 
+// The synchronous form (NowFn) where every block fits a slot: a sender
+// waits for its credit and sends its one message; the root waits until
+// every message is there, then takes them in the coroutine's order. Either
+// does nothing if what it waits for does not come within the polls (the
+// messages and the credit wait for nothing of this rank's).
+bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t send_bytes_here,
+                Blocks at_root) {
+  const int n = ch.size(), r = ch.rank(), root = a.root;
+  const size_t es = a.elem_size, slot = ch.slot_bytes();
+  if (r != root) {
+    if (send_bytes_here > slot) return false;
+    if (send_bytes_here == 0) return true;
+    while (!ch.can_send(root))
+      if (!polls.next()) return false;
+    ch.send_now(root, a.sendbuf, send_bytes_here);
+    return true;
+  }
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    const size_t len = at_root.count(i) * es;
+    if (len > slot) return false;
+    if (len > 0)
+      while (!ch.message(i, len))
+        if (!polls.next()) return false;
+  }
+  auto* out = static_cast<char*>(a.recvbuf);
+  const size_t own = at_root.count(r) * es;
+  char* mine = out + at_root.displ(r) * es;
+  if (own > 0 && a.sendbuf != mine) std::memcpy(mine, a.sendbuf, own);
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    const size_t len = at_root.count(i) * es;
+    if (len == 0) continue;
+    std::memcpy(out + at_root.displ(i) * es, ch.message(i, len), len);
+    ch.release_now(i);
+  }
+  return true;
+}
+
 }  // namespace
+
+bool linear_gather_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
+  return linear_now(ch, a, polls, a.bytes, Blocks::same(a.count));
+}
+
+bool linear_gatherv_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
+  return linear_now(ch, a, polls, a.sendcount * a.elem_size,
+                    Blocks::given(a.recvcounts, a.rdispls));
+}
 
 Task linear_gather(Channel& ch, const Args& a) {
   return linear(ch, a, a.bytes, Blocks::same(a.count));

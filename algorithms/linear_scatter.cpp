@@ -35,7 +35,56 @@ Task linear(Channel& ch, const Args& a, size_t recv_bytes_here, Blocks at_root) 
   if (own > 0 && out != block(r)) std::memcpy(out, block(r), own);
 }
 
+// The synchronous form (NowFn) where every block fits a slot: the root
+// waits for a credit on every pair it sends on, then sends each block in
+// the coroutine's order; a receiver waits for its one message. Either does
+// nothing if what it waits for does not come within the polls (the root's
+// credits and a receiver's message wait for nothing of this rank's).
+bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t recv_bytes_here,
+                Blocks at_root) {
+  const int n = ch.size(), r = ch.rank(), root = a.root;
+  const size_t es = a.elem_size, slot = ch.slot_bytes();
+  auto* out = static_cast<char*>(a.recvbuf);
+  if (r != root) {
+    if (recv_bytes_here > slot) return false;
+    if (recv_bytes_here == 0) return true;
+    const void* data;
+    while (!(data = ch.message(root, recv_bytes_here)))
+      if (!polls.next()) return false;
+    std::memcpy(out, data, recv_bytes_here);
+    ch.release_now(root);
+    return true;
+  }
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    const size_t len = at_root.count(i) * es;
+    if (len > slot) return false;
+    if (len > 0)
+      while (!ch.can_send(i))
+        if (!polls.next()) return false;
+  }
+  const auto* in = static_cast<const char*>(a.sendbuf);
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    const size_t len = at_root.count(i) * es;
+    if (len > 0) ch.send_now(i, in + at_root.displ(i) * es, len);
+  }
+  const size_t own = at_root.count(r) * es;
+  const char* mine = in + at_root.displ(r) * es;
+  if (own > 0 && out != mine) std::memcpy(out, mine, own);
+  return true;
+}
+
 }  // namespace
+
+bool linear_scatter_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
+  return linear_now(ch, a, polls, a.bytes, Blocks::same(a.count));
+}
+
+bool linear_scatterv_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
+  return linear_now(ch, a, polls, a.recvcount * a.elem_size,
+                    Blocks::given(a.sendcounts, a.sdispls));
+}
 
 Task linear_scatter(Channel& ch, const Args& a) {
   return linear(ch, a, a.bytes, Blocks::same(a.count));

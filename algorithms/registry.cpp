@@ -60,19 +60,19 @@ constexpr Algorithm kReduceScatter[] = {
 };
 constexpr Algorithm kGather[] = {
     {"binomial", binomial_gather},
-    {"linear", linear_gather},
+    {"linear", linear_gather, linear_gather_now},
 };
 // gatherv and scatterv: only the root knows the counts, so no rank can
 // forward another's block (a tree would need the sizes first).
 constexpr Algorithm kGatherv[] = {
-    {"linear", linear_gatherv},
+    {"linear", linear_gatherv, linear_gatherv_now},
 };
 constexpr Algorithm kScatter[] = {
     {"binomial", binomial_scatter},
-    {"linear", linear_scatter},
+    {"linear", linear_scatter, linear_scatter_now},
 };
 constexpr Algorithm kScatterv[] = {
-    {"linear", linear_scatterv},
+    {"linear", linear_scatterv, linear_scatterv_now},
 };
 constexpr Algorithm kAlltoall[] = {
     {"pairwise", pairwise_alltoall},
