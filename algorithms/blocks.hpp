@@ -58,6 +58,24 @@ class Scratch {
 // The number of slot-sized chunks of a message of len bytes (none for 0).
 inline size_t chunks_of(size_t len, size_t chunk) { return (len + chunk - 1) / chunk; }
 
+// The root's wait in the synchronous forms (NowFn) of the linear rooted
+// algorithms: polls until ready(i, len) holds for every other rank i whose
+// block (len bytes, at_root) is not empty, in the coroutine's order. False
+// if a block exceeds a slot (the coroutine chunks it) or the polls run out.
+template <class Ready>
+bool poll_every_block(int n, int root, Blocks at_root, size_t elem_size, size_t slot,
+                      Polls& polls, Ready ready) {
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    const size_t len = at_root.count(i) * elem_size;
+    if (len > slot) return false;
+    if (len > 0)
+      while (!ready(i, len))
+        if (!polls.next()) return false;
+  }
+  return true;
+}
+
 // A take for exchange(): copies each received chunk to dst + its offset.
 struct CopyTo {
   char* dst;

@@ -53,14 +53,9 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t send_bytes_here
     ch.send_now(root, a.sendbuf, send_bytes_here);
     return true;
   }
-  for (int k = 1; k < n; ++k) {
-    const int i = (root + k) % n;
-    const size_t len = at_root.count(i) * es;
-    if (len > slot) return false;
-    if (len > 0)
-      while (!ch.message(i, len))
-        if (!polls.next()) return false;
-  }
+  if (!poll_every_block(n, root, at_root, es, slot, polls,
+                        [&](int i, size_t len) { return ch.message(i, len) != nullptr; }))
+    return false;
   auto* out = static_cast<char*>(a.recvbuf);
   const size_t own = at_root.count(r) * es;
   char* mine = out + at_root.displ(r) * es;

@@ -55,14 +55,9 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t recv_bytes_here
     ch.release_now(root);
     return true;
   }
-  for (int k = 1; k < n; ++k) {
-    const int i = (root + k) % n;
-    const size_t len = at_root.count(i) * es;
-    if (len > slot) return false;
-    if (len > 0)
-      while (!ch.can_send(i))
-        if (!polls.next()) return false;
-  }
+  if (!poll_every_block(n, root, at_root, es, slot, polls,
+                        [&](int i, size_t) { return ch.can_send(i); }))
+    return false;
   const auto* in = static_cast<const char*>(a.sendbuf);
   for (int k = 1; k < n; ++k) {
     const int i = (root + k) % n;
