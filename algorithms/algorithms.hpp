@@ -250,6 +250,7 @@ Task bruck_allgatherv(Channel& ch, const Args& args);
 // Algorithm: internal use, on raw bytes (args.count bytes of COLL_UINT8).
 Task bruck_allgather_among(Channel& ch, const std::vector<int>& members, int me, const Args& args);
 Task binomial_reduce(Channel& ch, const Args& args);
+bool binomial_reduce_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task reduce_scatter_gather_reduce(Channel& ch, const Args& args);
 Task ring_reduce_scatter_block(Channel& ch, const Args& args);
 Task recursive_halving_reduce_scatter_block(Channel& ch, const Args& args);

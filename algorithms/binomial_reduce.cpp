@@ -54,4 +54,39 @@ Task binomial_reduce(Channel& ch, const Args& a) {
   if (scratch.get()) co_await ch.flush();  // the scratch was a source of sends
 }
 
+// The synchronous form (NowFn) where the data fits a slot, at a leaf and at
+// the root (an inner rank needs a scratch buffer: it runs the coroutine,
+// which takes the same steps). A leaf waits for its credit and sends its
+// input; the root waits until every child's message is there, then reduces
+// them in the coroutine's order. Either does nothing if what it waits for
+// does not come within the polls (neither waits for this rank).
+bool binomial_reduce_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
+  const size_t bytes = a.count * a.elem_size;
+  if (bytes > ch.slot_bytes()) return false;
+  const int n = ch.size();
+  const int v = binomial::relative(ch.rank(), a.root, n);
+  const int limit = v == 0 ? binomial::ceil_pow2(n) : binomial::lowest_bit(v);
+  const bool leaf = v != 0 && (limit == 1 || v + 1 >= n);
+  if (leaf) {
+    const int parent = binomial::absolute(binomial::parent(v), a.root, n);
+    while (!ch.can_send(parent))
+      if (!polls.next()) return false;
+    ch.send_now(parent, a.sendbuf, bytes);
+    return true;
+  }
+  if (v != 0) return false;
+  // The children, smallest subtree first (binomial::children, unallocated).
+  auto kid = [&](int mask) { return binomial::absolute(mask, a.root, n); };
+  for (int mask = 1; mask < limit && mask < n; mask <<= 1)
+    while (!ch.message(kid(mask), bytes))
+      if (!polls.next()) return false;
+  const void* sum = a.sendbuf;
+  for (int mask = 1; mask < limit && mask < n; mask <<= 1) {
+    a.reduce(a.recvbuf, sum, ch.message(kid(mask), bytes), a.count);
+    ch.release_now(kid(mask));
+    sum = a.recvbuf;
+  }
+  return true;
+}
+
 }  // namespace coll

@@ -42,7 +42,7 @@ constexpr Algorithm kAllgather[] = {
     {"bruck", bruck_allgather},
 };
 constexpr Algorithm kReduce[] = {
-    {"binomial", binomial_reduce},
+    {"binomial", binomial_reduce, binomial_reduce_now},
     {"reduce_scatter_gather", reduce_scatter_gather_reduce},
     {"hierarchical", hierarchical_reduce},
 };
