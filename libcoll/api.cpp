@@ -1069,6 +1069,11 @@ int coll_comm_resource_stats(coll_comm_t comm, coll_resource_stats_t* stats) {
   });
 }
 
+int coll_set_wait_hook(coll_wait_hook_fn* fn, void* arg) {
+  coll::set_wait_hook(fn, arg);
+  return COLL_SUCCESS;
+}
+
 int coll_mem_invalidate(void* addr, size_t len) {
   if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
   return on_comm(g_world, [&](CommEntry&, coll::Communicator& c) {

@@ -504,6 +504,19 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   return now;
 }
 
+namespace {
+// The argument is stored before the function (and read after it): a
+// waiter that sees a function sees its argument (set once, in practice).
+std::atomic<void (*)(void*)> g_wait_hook{nullptr};
+std::atomic<void*> g_wait_hook_arg{nullptr};
+}  // namespace
+
+void set_wait_hook(void (*fn)(void*), void* arg) {
+  g_wait_hook.store(nullptr, std::memory_order_release);
+  g_wait_hook_arg.store(arg, std::memory_order_relaxed);
+  g_wait_hook.store(fn, std::memory_order_release);
+}
+
 // One pass (once) or passes until op is complete. A failure found here (a
 // timeout, a lost peer, a failed transport) fails op's communicator.
 bool Context::drive(Operation& op, Pacing& p, bool once) {
@@ -542,6 +555,10 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
       return true;
     }
     if (once) return op.complete;
+    // Another runtime's progress (libcoll_mpi: MPI's, so that a peer's MPI
+    // receive of this rank's pending send completes while we wait here).
+    if (auto* hook = g_wait_hook.load(std::memory_order_acquire)) [[unlikely]]
+      hook(g_wait_hook_arg.load(std::memory_order_relaxed));
     p.policy.idle();
   }
 }

@@ -36,6 +36,10 @@
 
 namespace coll {
 
+// coll_set_wait_hook's function: called by Context::drive's blocking waits
+// after each pass that left the operation incomplete.
+void set_wait_hook(void (*fn)(void*), void* arg);
+
 class Communicator;
 struct Operation;
 

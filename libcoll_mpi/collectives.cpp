@@ -45,9 +45,15 @@ namespace {
 
 const size_t* data_or_null(const std::vector<size_t>& v) { return v.empty() ? nullptr : v.data(); }
 
-// Each collective's libcoll calls: its I-form (start_X) and its persistent
-// form (init_X), with the same arguments from the plan.
+// Each collective's libcoll calls: its blocking form (run_X: libcoll's own
+// blocking path - the synchronous forms of small calls, its wait policy,
+// MPI's progress through the wait hook, see state.cpp), its I-form (start_X)
+// and its persistent form (init_X), with the same arguments from the plan.
 #define COLL_MPI_STARTS(name, ...)                                   \
+  int run_##name(const Plan& p, coll_request_t* r) {                 \
+    *r = COLL_REQUEST_NULL;                                           \
+    return coll_##name(__VA_ARGS__);                                  \
+  }                                                                   \
   int start_##name(const Plan& p, coll_request_t* r) {               \
     return coll_i##name(__VA_ARGS__, r);                              \
   }                                                                   \
@@ -78,6 +84,7 @@ COLL_MPI_STARTS(alltoallv, p.send, p.scounts.empty() ? p.rcounts.data() : p.scou
                 p.rcounts.data(), p.rdispls.data(), p.type, p.lc)
 #undef COLL_MPI_STARTS
 // Never served (a datatype per peer).
+int run_alltoallw(const Plan&, coll_request_t*) { return COLL_ERR_INTERNAL; }
 int start_alltoallw(const Plan&, coll_request_t*) { return COLL_ERR_INTERNAL; }
 int init_alltoallw(const Plan&, coll_request_t*) { return COLL_ERR_INTERNAL; }
 
@@ -95,7 +102,7 @@ struct Row {
 };
 
 #define COLL_MPI_ROWS(Name, IName, knob, kind, name, shape, rooted)                \
-  {{"MPI_" #Name, knob, Kind::kind, false, false, start_##name}, Shape::shape, rooted}, \
+  {{"MPI_" #Name, knob, Kind::kind, false, false, run_##name}, Shape::shape, rooted},   \
   {{"MPI_" #IName, knob, Kind::kind, true, false, start_##name}, Shape::shape, rooted}, \
   {{"MPIX_" #Name "_init", knob, Kind::kind, true, true, init_##name}, Shape::shape, rooted}
 

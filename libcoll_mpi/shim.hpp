@@ -164,7 +164,9 @@ struct FnInfo {
   Kind kind;
   bool nonblocking;  // the I-forms and the persistent forms
   bool persistent;   // MPIX_X_init
-  // The libcoll call that makes the request: coll_iX, or coll_X_init.
+  // The libcoll call: coll_X (blocking, done when it returns: the request
+  // stays COLL_REQUEST_NULL), or the one that makes the request: coll_iX,
+  // or coll_X_init.
   int (*start)(const Plan&, coll_request_t*);
 };
 const FnInfo& fn_info(Fn fn);

@@ -17,7 +17,9 @@
 // blocked inside MPI does not advance libcoll; either could hold up a peer
 // that waits for the other kind (an MPI_Isend of this rank that a peer's
 // MPI_Recv needs, before a served MPI_Allreduce). So: every wait of the shim
-// calls opal_progress() (Open MPI's progress engine) while it polls libcoll,
+// calls opal_progress() (Open MPI's progress engine) while it polls libcoll
+// (a served blocking call waits in libcoll's own blocking call, which calls
+// it through coll_set_wait_hook),
 // and the shim registers a progress callback with Open MPI
 // (opal_progress_register) that advances outstanding served requests
 // whenever MPI itself waits (MPI_Recv, a Fortran MPI_WAIT that calls
@@ -168,6 +170,10 @@ int progress_hook() {
 
 void register_hook() {
   g_opal_progress = reinterpret_cast<ProgressFn>(dlsym(RTLD_DEFAULT, "opal_progress"));
+  // A served blocking call waits in libcoll (its wait policy, its
+  // synchronous forms of small calls), MPI's progress called each time a
+  // poll finds it still waiting.
+  coll_set_wait_hook([](void*) { mpi_progress(); }, nullptr);
   if (!g_config.progress_hook) return;
   auto reg = reinterpret_cast<int (*)(ProgressFn)>(dlsym(RTLD_DEFAULT, "opal_progress_register"));
   g_unregister = reinterpret_cast<int (*)(ProgressFn)>(dlsym(RTLD_DEFAULT, "opal_progress_unregister"));
@@ -340,6 +346,7 @@ int finish() {
     g_unregister(progress_hook);
     g_hook_registered = false;
   }
+  if (g_active.load()) coll_set_wait_hook(nullptr, nullptr);
   g_active = false;
   if (g_coll_live.exchange(false)) {
     comms_finalize();

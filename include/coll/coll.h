@@ -493,6 +493,13 @@ int coll_comm_resource_stats(coll_comm_t comm, coll_resource_stats_t *stats);
 /* The application is about to free or reuse [addr, addr + len): drop every
  * registration of it, on every communicator. (Not needed with a monitor.) */
 int coll_mem_invalidate(void *addr, size_t len);
+/* For a library that runs libcoll inside another runtime (libcoll_mpi under
+ * MPI): fn(arg) is called from every blocking wait of libcoll (a blocking
+ * collective, coll_wait, coll_waitall) each time a poll found it still
+ * waiting, on the waiting thread, with no lock of libcoll held; it may call
+ * coll_test. NULL removes it. Process-wide; any time. */
+typedef void coll_wait_hook_fn(void *arg);
+int coll_set_wait_hook(coll_wait_hook_fn *fn, void *arg);
 /* Explicit registration, for applications that want no guessing (as NCCL's
  * ncclCommRegister): [addr, addr + len) is registered now, process-wide,
  * and every collective on memory inside it uses that registration; it is
