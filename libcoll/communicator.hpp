@@ -205,10 +205,11 @@ class Communicator {
   bool make_checked(Coll c, const Args& args, bool persistent, Operation& op);
  public:
   // COLL_CHECK_ARGS: this rank refused a call of info's collective on its
-  // own arguments (status, message). Starts an operation that takes the call's place
-  // in the agreement exchange, carrying the refusal, so that every rank
-  // fails the call alike (AgreedError: the communicator stays usable);
-  // waits for it if `wait` (a blocking call). Without the knob, nothing.
+  // own arguments (status, message). Starts an operation that takes the
+  // call's place in the agreement exchange, carrying the refusal, so that
+  // every rank fails the call alike (AgreedError: the communicator stays
+  // usable); waits for it if `wait` (a blocking call). Without the knob,
+  // nothing.
   void refuse(const CollectiveInfo& info, int status, const std::string& message, bool wait);
  private:
   Task checked_call(Channel& ch, Operation& op, const Algorithm* algo);

@@ -480,10 +480,6 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   if (now >= p.next_peer_check) {
     const Channel& ch = b && b->channel ? *b->channel : comm.channel();
     if (peer >= 0) transport_->check_peer(ch.transport_rank(peer));
-    // A peer that finalized wrote its `left` notice after everything else
-    // it wrote (Channel::quiesce). Seen at the last check too, with passes
-    // of the operation in between that saw all of that: the wait is for
-    // something the peer will never write.
     // A peer whose part of this communicator failed (Channel::notify_failed)
     // will not write what we wait for: fail alike, with its status.
     if (peer >= 0 && b->from_peer)
@@ -492,6 +488,10 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
              "rank %d: the communicator failed at rank %d (%s) while this rank waited for %s "
              "from it; see that rank's error for the cause",
              comm.rank(), peer, coll_strerror(status), b->what);
+    // A peer that finalized wrote its `left` notice after everything else
+    // it wrote (Channel::quiesce). Seen at the last check too, with passes
+    // of the operation in between that saw all of that: the wait is for
+    // something the peer will never write.
     const bool left = peer >= 0 && b->from_peer && ch.peer_left(peer);
     if (left && p.left_peer == peer)
       fail(COLL_ERR_PEER_LOST,
