@@ -30,6 +30,11 @@ extern "C" {
 // they do not exist, then no Fortran buffer is taken for them).
 extern MPI_Fint mpi_fortran_in_place_ __attribute__((weak));
 extern MPI_Fint mpi_fortran_bottom_ __attribute__((weak));
+// Open MPI's own Fortran MPI_OP_CREATE (libmpi_mpifh; weak like the above:
+// a program that calls the shim's MPI_OP_CREATE has loaded it). The PMPI
+// name is the one the shim does not define.
+void pmpi_op_create_(shim::FortranUserFunction* fn, MPI_Fint* commute, MPI_Fint* op, MPI_Fint* ierr)
+    __attribute__((weak));
 }
 
 namespace {
@@ -489,9 +494,28 @@ void mpi_waitall_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* statuses, MPI_F
   set(ierr, rc);
 }
 
-// Ops. Open MPI's Fortran MPI_OP_CREATE calls PMPI_Op_create: the shim does
-// not see a Fortran op made, and passes reductions with it to MPI. Freeing
-// goes through the shim, for an op made in C and freed in Fortran.
+// Ops. Open MPI makes a Fortran op itself (its MPI_OP_CREATE calls
+// PMPI_Op_create and marks the function as Fortran's, so that the reductions
+// the shim passes to MPI call it the Fortran way); the shim then records it
+// (user_ops.cpp) and serves reductions with it. COMMUTE is a LOGICAL:
+// nonzero is .true. (gfortran's 1; Open MPI's OMPI_LOGICAL_2_INT reads it
+// so too). mpi_f08's MPI_Op_create calls Open MPI's pmpi_op_create_, not
+// this: its ops go to MPI.
+void mpi_op_create_(shim::FortranUserFunction* fn, MPI_Fint* commute, MPI_Fint* op,
+                    MPI_Fint* ierr) {
+  if (!pmpi_op_create_) {  // not reached: the caller loaded Open MPI's Fortran layer
+    set(ierr, MPI_ERR_INTERN);
+    return;
+  }
+  MPI_Fint rc = MPI_SUCCESS;
+  pmpi_op_create_(fn, commute, op, &rc);
+  if (rc == MPI_SUCCESS && fn) shim::fortran_user_op_created(PMPI_Op_f2c(*op), fn, *commute != 0);
+  set(ierr, int(rc));
+}
+
+// Freeing goes through the shim's MPI_Op_free, which forgets the op (made
+// in C or in Fortran) and calls PMPI_Op_free, as Open MPI's Fortran
+// MPI_OP_FREE does.
 void mpi_op_free_(MPI_Fint* op, MPI_Fint* ierr) {
   MPI_Op c = PMPI_Op_f2c(*op);
   const int rc = MPI_Op_free(&c);
@@ -518,6 +542,7 @@ void mpi_error_string_(MPI_Fint* errorcode, char* string, MPI_Fint* resultlen, M
 
 }  // extern "C"
 
+COLL_MPI_FORTRAN_ALIASES(op_create, OP_CREATE)
 COLL_MPI_FORTRAN_ALIASES(op_free, OP_FREE)
 COLL_MPI_FORTRAN_ALIASES(error_string, ERROR_STRING)
 COLL_MPI_FORTRAN_ALIASES(init, INIT)

@@ -7,7 +7,8 @@
 //                    (attribute caching, creation at intercepted creators,
 //                    lazy creation for communicators congruent to world)
 //   types.cpp        datatypes and operators: which calls libcoll can serve
-//   user_ops.cpp     MPI_Op_create / MPI_Op_free, and the libcoll operators
+//   user_ops.cpp     MPI_Op_create / MPI_Op_free (and the record of ops made
+//                    by Fortran's MPI_OP_CREATE), and the libcoll operators
 //                    that serve reductions with user-defined ops
 //   requests.cpp     generalized requests, driving libcoll from the MPI
 //                    wait/test family
@@ -72,7 +73,7 @@ enum class Reason : int {
   kInterComm,    // an inter-communicator
   kComm,         // a communicator without a libcoll counterpart
   kCommPending,  // congruent to world, first used by a non-blocking call
-  kUserOp,       // a user-defined operator the shim did not see made (Fortran's MPI_OP_CREATE)
+  kUserOp,       // a user-defined operator the shim did not see made (mpi_f08's MPI_Op_create)
   kUserOpType,   // a user-defined operator on a datatype libcoll cannot carry (user_ops.cpp)
   kOp,           // a predefined operator libcoll lacks (MPI_LAND, MPI_MAXLOC, ...)
   kDatatype,     // an element type libcoll lacks, or several element types
@@ -295,11 +296,20 @@ int unpack(const char* packed, MPI_Count count, MPI_Datatype datatype, MPI_Count
 // user's buffers as they are; false where there is none (gaps, a size no
 // libcoll datatype has).
 bool user_op_carrier(const TypeInfo& t, coll_datatype_t* carrier);
+// A user function as Fortran's MPI_OP_CREATE takes it: SUBROUTINE F(INVEC,
+// INOUTVEC, LEN, DATATYPE), every argument by reference, LEN an INTEGER and
+// DATATYPE the INTEGER handle (Open MPI's ompi_op_fortran_handler_fn_t).
+using FortranUserFunction = void(void* invec, void* inoutvec, MPI_Fint* len, MPI_Fint* datatype);
+// Records op, which Open MPI's Fortran MPI_OP_CREATE made with fn
+// (fortran.cpp), so that reductions with it are served as those with an op
+// of MPI_Op_create; the function is called the Fortran way. MPI_Op_free
+// (the C entry point, which Fortran's MPI_OP_FREE calls) forgets it.
+void fortran_user_op_created(MPI_Op op, FortranUserFunction* fn, bool commute);
 enum class UserOpLookup { kFound, kUnknown, kNoResources };
-// The libcoll operator that applies op (made by MPI_Op_create through the
-// shim) to datatype, and in *keep the reference that keeps it usable while a
-// call uses it. kUnknown: op is not such an op; kNoResources: libcoll's
-// table of user operators is full.
+// The libcoll operator that applies op (made by MPI_Op_create or Fortran's
+// MPI_OP_CREATE through the shim) to datatype, and in *keep the reference
+// that keeps it usable while a call uses it. kUnknown: op is not such an
+// op; kNoResources: libcoll's table of user operators is full.
 UserOpLookup user_op(MPI_Op op, MPI_Datatype datatype, coll_op_t* out, std::shared_ptr<void>* keep);
 
 // ---- requests (requests.cpp) ------------------------------------------------

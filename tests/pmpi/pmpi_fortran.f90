@@ -4,10 +4,10 @@
 ! MPI_COMM_SPLIT and MPI_COMM_DUP. Open MPI's Fortran bindings call PMPI_
 ! directly: these calls are served only through the shim's Fortran entry
 ! points, which the meson test checks in the COLL_MPI_STATS lines (exact
-! counts of rank 0). A user operator (MPI_OP_CREATE: Open MPI's binding calls
-! PMPI_Op_create, so the shim does not see it made) is passed to MPI, and
-! freed through the shim's MPI_OP_FREE. MPI_ERROR_STRING (the shim's): MPI's
-! text, blank-padded.
+! counts of rank 0). A user operator (the shim's MPI_OP_CREATE, which has
+! Open MPI make it and records it) is served too, and freed through the
+! shim's MPI_OP_FREE (pmpi_fuserops.f90 tests such ops at length).
+! MPI_ERROR_STRING (the shim's): MPI's text, blank-padded.
 program pmpi_fortran
   use mpi
   implicit none
@@ -66,7 +66,7 @@ program pmpi_fortran
   call MPI_COMM_FREE(dup, ierr)
   call MPI_COMM_FREE(half, ierr)
 
-  ! passed to MPI: a user operator
+  ! a user operator
   call MPI_OP_CREATE(user_sum, .true., op, ierr)
   call MPI_ALLREDUCE(rank, total, 1, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
   if (total /= nprocs * (nprocs - 1) / 2) errors = errors + 1
