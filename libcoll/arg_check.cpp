@@ -226,6 +226,9 @@ std::string describe_pair(Coll c, const Finding& f) {
 
 Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch) {
   const int n = ch.size(), me = ch.rank();
+  // Control messages: a rank that meets a call's data here, or whose call
+  // meets these, fails instead of misreading them (Channel::ControlScope).
+  Channel::ControlScope control(ch);
   scratch.mine = signature_of(op, n, me);
   co_await exchange_bytes(ch, Coll::kAllgather, bruck_allgather, &scratch.mine, scratch.all.data(),
                           sizeof(CallSignature));

@@ -239,6 +239,20 @@ void Channel::post_flag(int peer, size_t len_field) {
 }
 
 void Channel::length_mismatch(int peer, uint64_t got, uint64_t want) const {
+  // A control message where a call's data was due, or the other way round:
+  // a rank refused a call that another accepted (notify_refused).
+  if ((got ^ want) & kControlBit) {
+    if (got & kControlBit)
+      fail(COLL_ERR_INVALID_ARG,
+           "rank %d: rank %d refused this call on its own arguments (one of them is invalid "
+           "there; see its error) while this rank accepted it: the call fails on every rank, and "
+           "the communicator with it",
+           rank_, peer);
+    fail(COLL_ERR_INVALID_ARG,
+         "rank %d refused this call on its own arguments, and rank %d accepted it (it sent the "
+         "call's data): the call fails on every rank, and the communicator with it",
+         rank_, peer);
+  }
   fail(COLL_ERR_INVALID_ARG,
        "rank %d received %s message of %llu bytes from rank %d where it expected %s one "
        "of %llu: do all ranks pass the same count, datatype, op and root?",
@@ -267,7 +281,7 @@ const void* Channel::try_lines(int peer, size_t len) {
   const char* base = window_ + layout_.ready(peer, k);
   const size_t lines = len == 0 ? 1 : (len + WindowLayout::kInlineBytes - 1) /
                                           WindowLayout::kInlineBytes;
-  const uint64_t expected = flag_value(m + 1, len);
+  const uint64_t expected = flag_value(m + 1, len | control_);
   bool rest = true;
   for (size_t j = 1; j < lines; ++j)
     rest &= __atomic_load_n(reinterpret_cast<const uint64_t*>(base + j * 64), __ATOMIC_ACQUIRE) ==
@@ -275,7 +289,7 @@ const void* Channel::try_lines(int peer, size_t len) {
   const uint64_t first = __atomic_load_n(reinterpret_cast<const uint64_t*>(base), __ATOMIC_ACQUIRE);
   if ((first >> 32) != ((m + 1) & 0xffffffffu)) return nullptr;
   // A first line of this sequence with another length is a mismatch.
-  if (first != expected) length_mismatch(peer, first & 0xffffffffu, len);
+  if (first != expected) length_mismatch(peer, first & 0xffffffffu, len | control_);
   if (!rest) return nullptr;
   if (lines == 1) return base + 8;
   char* out = staging_.data() + size_t(peer) * WindowLayout::kMaxLineMessage;
@@ -296,8 +310,9 @@ void Channel::do_send(int peer, const void* src, size_t len) {
   const int k = int(m % uint64_t(layout_.num_slots));
   const RemoteRegion& w = peers_[size_t(peer)];
   const uint64_t flag_addr = w.addr + layout_.ready(rank_, k);
+  const uint64_t field = len | control_;
   if (line_message(peer, len)) {
-    if (transport_.post_lines(group_[size_t(peer)], src, len, flag_value(m + 1, len), flag_addr,
+    if (transport_.post_lines(group_[size_t(peer)], src, len, flag_value(m + 1, field), flag_addr,
                               w.rkey) != 0)
       post_failed(peer, len, false);
     sent_[size_t(peer)] = m + 1;
@@ -313,14 +328,14 @@ void Channel::do_send(int peer, const void* src, size_t len) {
     if (!needs_registration_) {
       // Data and flag in one call: one system call on tcp.
       if (transport_.post_message(group_[size_t(peer)], src, len, w.addr + at,
-                                  flag_value(m + 1, len), flag_addr, w.rkey) != 0)
+                                  flag_value(m + 1, field), flag_addr, w.rkey) != 0)
         post_failed(peer, len, false);
       sent_[size_t(peer)] = m + 1;
       return;
     }
     post_data(peer, src, len, w.addr + at, w.rkey);
   }
-  post_flag(peer, len);
+  post_flag(peer, field);
 }
 
 // The first write into this much of one of our slots in the peer's
@@ -377,7 +392,7 @@ bool Channel::RecvWait::try_now() {
 
 const void* Channel::message(int peer, size_t len) {
   if (line_message(peer, len)) return try_lines(peer, len);
-  if (!try_flag(peer, len)) return nullptr;
+  if (!try_flag(peer, len | control_)) return nullptr;
   const int k = int(received_[size_t(peer)] % uint64_t(layout_.num_slots));
   return window_ + (len <= WindowLayout::kInlineBytes ? layout_.inline_data(peer, k)
                                                       : layout_.slot(peer, k));
@@ -517,17 +532,40 @@ Task Channel::quiesce() {
   }
 }
 
-void Channel::notify_failed(int status) {
+void Channel::notify_failed(int status) { post_notice(kFailedBit | uint32_t(status)); }
+
+void Channel::notify_refused(uint64_t seq, int status) {
+  post_notice(kRefusedBit | (seq & kSeqMask) << kSeqShift | uint32_t(status));
+}
+
+int Channel::accepting_peer(uint64_t seq) const {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const uint64_t v = notice(p);
+    if (v & kFailedBit) return p;
+    // A refusal of seq or of a later call (counted modulo 2^30): the peer
+    // refused seq too, and may have sent a later call's data since.
+    if ((v & kRefusedBit) && (((v >> kSeqShift) - seq) & kSeqMask) < (kSeqMask >> 1)) continue;
+    const uint64_t m = received_[size_t(p)];
+    const int k = int(m % uint64_t(layout_.num_slots));
+    const uint64_t flag = __atomic_load_n(local_word(layout_.ready(p, k)), __ATOMIC_ACQUIRE);
+    if ((flag >> 32) == ((m + 1) & 0xffffffffu) && !(flag & kControlBit)) return p;
+  }
+  return -1;
+}
+
+void Channel::post_notice(uint64_t value) {
   // Signaled, as quiesce's notices (an unsignaled write's source must stay
   // valid until a later signaled one completes), and waited for here: the
-  // communicator may be freed right after its failure is returned.
-  failure_notice_ = kFailedBit | uint32_t(status);
+  // communicator may be freed right after its failure is returned, and the
+  // next notice reuses the source.
+  notice_ = value;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const RemoteRegion& w = peers_[size_t(p)];
     try {
-      post(p, counted_context(), &failure_notice_, sizeof failure_notice_, nullptr,
-           kWriteSignaled, w.addr + layout_.left(rank_), w.rkey);
+      post(p, counted_context(), &notice_, sizeof notice_, nullptr,
+           kWriteSignaled | kWriteNotice, w.addr + layout_.left(rank_), w.rkey);
     } catch (const Error&) {
       // That peer is gone or has closed the window: nothing to tell.
     }
@@ -540,8 +578,8 @@ void Channel::notify_failed(int status) {
   } catch (const Error&) {
   }
   if (hierarchy_) {
-    hierarchy_->node->notify_failed(status);
-    if (hierarchy_->leaders) hierarchy_->leaders->notify_failed(status);
+    hierarchy_->node->post_notice(value);
+    if (hierarchy_->leaders) hierarchy_->leaders->post_notice(value);
   }
 }
 

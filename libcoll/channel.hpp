@@ -331,6 +331,53 @@ class Channel {
   // sub-channels are told too.
   void notify_failed(int status);
 
+  // --- refusals: an argument invalid on one rank only ------------------
+  // Without COLL_CHECK_ARGS the ranks do not exchange their arguments, so
+  // a call that this rank refused on its own arguments (a NULL buffer, a
+  // datatype it does not know) may be one its peers accepted: they wait in
+  // it for this rank, or would take this rank's next call's messages for
+  // its data (issue 31: wrong sums with COLL_SUCCESS). So a refusing rank
+  // tells every peer which call it refused (notify_refused: `left` word,
+  // kRefusedBit, the call's number and the status; waited for), and a peer
+  // waiting on it in that very call fails it (Context::check_stalled);
+  // then it meets the others in an exchange whose messages are control
+  // messages (ControlScope): a peer that accepted the call fails on the
+  // first of them instead of reading it as data, and the refuser fails on
+  // the first data message instead of reading it as the exchange's. Ranks
+  // that all refused the call meet in the exchange and stay in step.
+  void notify_refused(uint64_t seq, int status);
+  // The status with which peer refused its call number seq, 0 if it did
+  // not (or told something else since: a failure, its finalize).
+  int peer_refused(int peer, uint64_t seq) const {
+    const uint64_t v = notice(peer);
+    if (!(v & kRefusedBit) || (v >> kSeqShift) != (seq & kSeqMask)) return 0;
+    return int(v & 0xffffffffu);
+  }
+  // This rank refused its call number seq (notify_refused) and waits in the
+  // refusal's exchange: the first peer seen to have accepted that call (its
+  // next message here is data, and it has told of no refusal of seq or
+  // later) or to have failed; -1 if none. A peer that accepted it and needs
+  // nothing of this rank's completes it and goes on: only this finds it.
+  int accepting_peer(uint64_t seq) const;
+  // While one lives, every message this channel sends carries kControlBit
+  // in its length field, and every message it waits for must: an
+  // exchange's messages can never pass for a call's data, nor the other
+  // way round. Only the argument exchange of COLL_CHECK_ARGS and of
+  // refusals (arg_check.cpp) uses it, one operation at a time per channel.
+  class ControlScope {
+   public:
+    explicit ControlScope(Channel& c) : ch_(c) { ch_.control_ = kControlBit; }
+    ~ControlScope() { ch_.control_ = 0; }
+    ControlScope(const ControlScope&) = delete;
+    ControlScope& operator=(const ControlScope&) = delete;
+
+   private:
+    Channel& ch_;
+  };
+  // Bit 30 of a flag's length field (eager lengths are below it; a direct
+  // message sets kDirectBit too, so the two never meet).
+  static constexpr uint64_t kControlBit = uint64_t(1) << 30;
+
  private:
   void post(int peer, uint64_t context, const void* src, size_t len, const MemoryRegion* mr,
             int flags, uint64_t remote_addr, uint32_t rkey);
@@ -359,14 +406,22 @@ class Channel {
   const MemoryRegion* local_region(const void* src, size_t len) const;
   const MemoryRegion* pinned(const void* addr, size_t len) const;  // nullptr: not in this call
   const volatile uint64_t* local_word(size_t offset) const;
-  // The `left` word peer wrote: 0, kFinalized (Channel::quiesce), or
-  // kFailedBit | status (notify_failed).
+  // The `left` word peer wrote: 0, kFinalized (Channel::quiesce),
+  // kFailedBit | status (notify_failed), or kRefusedBit | call number <<
+  // kSeqShift | status (notify_refused; the number's low 30 bits).
   static constexpr uint64_t kFinalized = 1;
   static constexpr uint64_t kFailedBit = uint64_t(1) << 32;
+  static constexpr uint64_t kRefusedBit = uint64_t(1) << 33;
+  static constexpr int kSeqShift = 34;
+  static constexpr uint64_t kSeqMask = (uint64_t(1) << 30) - 1;
   uint64_t notice(int peer) const {
     return __atomic_load_n(local_word(layout_.left(peer)), __ATOMIC_ACQUIRE);
   }
-  uint64_t failure_notice_ = 0;  // the source of notify_failed's writes
+  // Writes value into this rank's `left` word at every peer, here and in
+  // the sub-channels, and waits for the writes.
+  void post_notice(uint64_t value);
+  uint64_t notice_ = 0;   // the source of post_notice's writes
+  uint64_t control_ = 0;  // kControlBit while a ControlScope lives
 
   Transport& transport_;
   WindowLayout layout_;

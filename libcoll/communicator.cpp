@@ -152,9 +152,16 @@ const Blocker* Communicator::blocked() const {
   return algo;
 }
 
-[[gnu::always_inline]] inline const Algorithm* Communicator::check_and_choose(Coll c, Args& args) {
+[[gnu::always_inline]] inline const Algorithm* Communicator::check_and_choose(Coll c, Args& args,
+                                                                               bool blocking) {
   const CollectiveInfo& info = collective_info(c);
-  info.check(args, size(), rank());
+  try {
+    info.check(args, size(), rank());
+  } catch (const Error& e) {
+    // The others may have accepted the call (refuse tells them).
+    refuse(info, e.status(), e.what(), blocking);
+    throw;
+  }
   const Algorithm* algo = choose(c, args);
   if (!info.empty(args) && size() > 1) return algo;
   if (failed_status_)
@@ -181,7 +188,7 @@ Operation* Communicator::start_blocking(Coll c, Args& args) {
   if (arg_check_) [[unlikely]] {
     if (!make_checked(c, args, false, op)) return nullptr;
   } else {
-    algo = check_and_choose(c, args);
+    algo = check_and_choose(c, args, true);
     if (!algo) return nullptr;
   }
   std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
@@ -205,7 +212,7 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
     return make_checked(c, args, persistent, op);
   op.args = args;
   if (!persistent) [[likely]] {
-    const Algorithm* algo = check_and_choose(c, op.args);
+    const Algorithm* algo = check_and_choose(c, op.args, false);
     if (!algo) return false;
     prepare_plain(c, algo, op);
     return true;
@@ -255,20 +262,29 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
 
 void Communicator::refuse(const CollectiveInfo& info, int status, const std::string& message,
                           bool wait) {
-  if (!arg_check_) return;
+  if (size() == 1) return;
   // Operations that ended are dropped here (and with the communicator):
   // one refused call at a time is the usual number.
   std::erase_if(refused_ops_,
                 [](const std::unique_ptr<Operation>& o) { return o->complete.load(); });
+  // Without COLL_CHECK_ARGS the others run no exchange for this call: the
+  // scratch is made for the first refusal (Channel::notify_refused).
+  if (!arg_check_ && !refusal_scratch_) refusal_scratch_ = std::make_unique<ArgCheck>(size());
+  ArgCheck& scratch = arg_check_ ? *arg_check_ : *refusal_scratch_;
   auto op = make_internal(info.name, nullptr);
   Operation* o = op.get();
-  op->body = [this, o](Channel& ch) { return agree_on_arguments(ch, *o, *arg_check_); };
+  op->body = [o, &scratch](Channel& ch) { return agree_on_arguments(ch, *o, scratch); };
   op->info = &info;
   op->refused = status;
   op->refusal = message;
   {
     std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
     if (ctx_.locking()) l.lock();
+    // Peers that accepted the call and wait for this rank in it learn of
+    // the refusal from the notice, by the call's number (start gives the
+    // operation calls_), and fail it; under COLL_CHECK_ARGS every rank is
+    // in the exchange anyway.
+    if (!arg_check_ && !failed_status_) channel_->notify_refused(calls_, status);
     start(*op);
   }
   refused_ops_.push_back(std::move(op));

@@ -103,6 +103,10 @@ class Communicator {
   // What the head operation waits for (nullptr: nothing queued, or not
   // blocked).
   const Blocker* blocked() const;
+  // COLL_CHECK_ARGS=1 (with more than one rank).
+  bool checks_arguments() const { return arg_check_ != nullptr; }
+  // The operation that runs now (nullptr: none).
+  const Operation* head() const { return head_; }
   // Counts every resumption: the engine's timeout measures time without
   // progress.
   uint64_t progress_epoch() const { return epoch_; }
@@ -188,8 +192,10 @@ class Communicator {
  private:
   const Algorithm* choose(Coll c, const Args& args);
   // Checks args (in place) and chooses the algorithm; nullptr when the call
-  // moves nothing (count 0, or one rank), which is then done here.
-  const Algorithm* check_and_choose(Coll c, Args& args);
+  // moves nothing (count 0, or one rank), which is then done here. A call
+  // refused on this rank's arguments is refused at every rank (refuse;
+  // blocking: whether the refusing call waits for that).
+  const Algorithm* check_and_choose(Coll c, Args& args, bool blocking);
   void prepare_plain(Coll c, const Algorithm* algo, Operation& op);
   // The call done at once by algo's synchronous form (no task, no queue)
   // when its waits are satisfied. False otherwise, with rest empty (nothing
@@ -204,12 +210,15 @@ class Communicator {
   void prepare(const CollectiveInfo& info, const Algorithm* algo, bool persistent, Operation& op);
   bool make_checked(Coll c, const Args& args, bool persistent, Operation& op);
  public:
-  // COLL_CHECK_ARGS: this rank refused a call of info's collective on its
-  // own arguments (status, message). Starts an operation that takes the
-  // call's place in the agreement exchange, carrying the refusal, so that
-  // every rank fails the call alike (AgreedError: the communicator stays
-  // usable); waits for it if `wait` (a blocking call). Without the knob,
-  // nothing.
+  // This rank refused a call of info's collective on its own arguments
+  // (status, message). Starts an operation that takes the call's place in
+  // the agreement exchange, carrying the refusal, so that every rank fails
+  // the call alike (AgreedError: the communicator stays usable); waits for
+  // it if `wait` (a blocking call). Without COLL_CHECK_ARGS the others
+  // are in that exchange only if they refused the call too: the peers that
+  // accepted it learn of the refusal first (Channel::notify_refused) and
+  // fail the call, and the communicator with it, everywhere; either way no
+  // rank completes it with another call's data. One rank: nothing.
   void refuse(const CollectiveInfo& info, int status, const std::string& message, bool wait);
  private:
   Task checked_call(Channel& ch, Operation& op, const Algorithm* algo);
@@ -245,6 +254,9 @@ class Communicator {
   // COLL_CHECK_ARGS=1 on more than one rank: its scratch; nullptr
   // otherwise, the one thing the normal path tests.
   std::unique_ptr<ArgCheck> arg_check_;
+  // Without the knob: the scratch of refusals' exchanges, made at the
+  // first (refuse).
+  std::unique_ptr<ArgCheck> refusal_scratch_;
   // The operations of refused calls (refuse): owned here, dropped once
   // complete.
   std::vector<std::unique_ptr<Operation>> refused_ops_;

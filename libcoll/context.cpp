@@ -488,6 +488,26 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
              "rank %d: the communicator failed at rank %d (%s) while this rank waited for %s "
              "from it; see that rank's error for the cause",
              comm.rank(), peer, coll_strerror(status), b->what);
+    // A peer that refused this very call on its own arguments (without
+    // COLL_CHECK_ARGS: Channel::notify_refused) will not take part in it.
+    // Ranks that refused it too meet it in the refusal's exchange instead.
+    const Operation* op = comm.head();
+    if (peer >= 0 && b->from_peer && op && !op->refused)
+      if (const int status = ch.peer_refused(peer, op->seq))
+        fail(status,
+             "rank %d: rank %d refused this call on its own arguments (%s; see its error) "
+             "while this rank accepted it: the call fails on every rank, and the communicator "
+             "with it",
+             comm.rank(), peer, coll_strerror(status));
+    // And the refusing rank, in the refusal's exchange, finds the peers that
+    // accepted the call without needing it (a bcast's root).
+    if (op && op->refused && !comm.checks_arguments())
+      if (const int p = comm.channel().accepting_peer(op->seq); p >= 0)
+        fail(op->refused,
+             "rank %d refused this call on its own arguments, and rank %d accepted it (it sent "
+             "the call's data, or failed in it): the call fails on every rank, and the "
+             "communicator with it",
+             comm.rank(), p);
     // A peer that finalized wrote its `left` notice after everything else
     // it wrote (Channel::quiesce). Seen at the last check too, with passes
     // of the operation in between that saw all of that: the wait is for

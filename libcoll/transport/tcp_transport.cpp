@@ -399,7 +399,8 @@ class TcpTransport final : public Transport {
                length == sizeof(uint64_t) && peers_[size_t(peer)].fd)
         defer_write(peer, local_addr, remote_addr, rkey);
       else
-        send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, local_addr, length);
+        send_frame(peer, (flags & kWriteNotice) ? tcp_wire::kNoticeFrame : tcp_wire::kWriteFrame,
+                   rkey, remote_addr, nullptr, local_addr, length);
       network_bytes_ += peer == rank_ ? 0 : length;
     }
     if (flags & kWriteSignaled)
@@ -1572,6 +1573,26 @@ class TcpTransport final : public Transport {
       }
       rx.sink = h.length <= kWholePayload ? Sink::kWhole : Sink::kRegion;
       if (rx.sink == Sink::kRegion) rx.large_run = h.length >= kLargeFrame;
+    } else if (h.type == tcp_wire::kNoticeFrame) {
+      if (h.length != sizeof(uint64_t)) {
+        refuse_frame(peer, strfmt("a malformed notice frame of %llu bytes",
+                                  static_cast<unsigned long long>(h.length)));
+        return;
+      }
+      // Dropped (read and discarded) where its region is gone; anything
+      // else wrong with it is refused like a write.
+      RegionGrant grant;
+      const RegionCheck check = check_region(regions_, h.rkey, h.remote_addr, h.length, &grant);
+      if (check == RegionCheck::kUnknownRkey || check == RegionCheck::kClosed) {
+        rx.sink = Sink::kNone;
+      } else {
+        std::string why = refuse_write(h.rkey, h.remote_addr, h.length);
+        if (!why.empty()) {
+          refuse_frame(peer, why);
+          return;
+        }
+        rx.sink = Sink::kWhole;
+      }
     } else if (h.type == tcp_wire::kLinesFrame) {
       std::string why = refuse_lines(h.rkey, h.remote_addr, h.length);
       if (!why.empty()) {

@@ -97,6 +97,10 @@ enum FrameType : uint32_t {
                     // message after 8 bytes, then the flag into the first 8
                     // with a release store. One frame instead of a data
                     // frame and a flag frame: one sendmsg per small message.
+  kNoticeFrame = 4,  // an 8-byte write (kWriteNotice) that the receiver drops
+                     // when rkey names no live region of its own any more:
+                     // a failure or refusal notice to a communicator that
+                     // the receiver has freed since, moot there.
 };
 inline constexpr uint64_t kMaxAbortText = 1024;
 inline constexpr size_t kLineBytes = coll::kLineBytes;

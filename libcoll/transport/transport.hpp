@@ -74,6 +74,13 @@ enum : int {
   // the library, since every wait polls. Unsignaled only. Others ignore the
   // flag.
   kWriteDeferrable = 4,
+  // A notice into the peer's window (Channel::post_notice: a failure or a
+  // refusal) that may arrive after the peer freed that communicator (its
+  // own failure freed it without the closing handshake): a backend that
+  // can tell (tcp) drops it there instead of failing the stream, which
+  // would fail every communicator of the pair. shm refuses it at post (the
+  // writer checks the key); rdma cannot tell (a remote access error).
+  kWriteNotice = 8,
 };
 
 struct Completion {
