@@ -12,18 +12,28 @@ module pmpi_f08_fns
   implicit none
   integer :: wrong_type = 0  ! calls with a datatype other than MPI_INTEGER
 contains
-  subroutine f08_sum(invec, inoutvec, len, datatype)
-    type(c_ptr), value :: invec, inoutvec
-    integer :: len
-    type(MPI_Datatype) :: datatype
-    integer, pointer :: a(:), b(:)
-    if (datatype%MPI_VAL /= MPI_INTEGER%MPI_VAL) then
+  ! The operands as arrays of len INTEGERs; .false. (counted) for a
+  ! datatype other than the program's MPI_INTEGER.
+  logical function operands(invec, inoutvec, len, datatype, a, b)
+    type(c_ptr), intent(in) :: invec, inoutvec
+    integer, intent(in) :: len
+    type(MPI_Datatype), intent(in) :: datatype
+    integer, pointer, intent(out) :: a(:), b(:)
+    operands = datatype%MPI_VAL == MPI_INTEGER%MPI_VAL
+    if (.not. operands) then
       wrong_type = wrong_type + 1
       return
     end if
     call c_f_pointer(invec, a, (/ len /))
     call c_f_pointer(inoutvec, b, (/ len /))
-    b = b + a
+  end function operands
+
+  subroutine f08_sum(invec, inoutvec, len, datatype)
+    type(c_ptr), value :: invec, inoutvec
+    integer :: len
+    type(MPI_Datatype) :: datatype
+    integer, pointer :: a(:), b(:)
+    if (operands(invec, inoutvec, len, datatype, a, b)) b = b + a
   end subroutine f08_sum
 
   subroutine f08_first(invec, inoutvec, len, datatype)
@@ -31,13 +41,7 @@ contains
     integer :: len
     type(MPI_Datatype) :: datatype
     integer, pointer :: a(:), b(:)
-    if (datatype%MPI_VAL /= MPI_INTEGER%MPI_VAL) then
-      wrong_type = wrong_type + 1
-      return
-    end if
-    call c_f_pointer(invec, a, (/ len /))
-    call c_f_pointer(inoutvec, b, (/ len /))
-    b = a
+    if (operands(invec, inoutvec, len, datatype, a, b)) b = a
   end subroutine f08_first
 end module pmpi_f08_fns
 
