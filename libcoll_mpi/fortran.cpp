@@ -506,7 +506,7 @@ void mpi_waitall_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* statuses, MPI_F
 // next definition after the shim's, found by dlsym(RTLD_NEXT): calling
 // pmpi_op_create_ by name from here would call the shim's own.
 using FortranOpCreate = void(shim::FortranUserFunction*, MPI_Fint*, MPI_Fint*, MPI_Fint*);
-FortranOpCreate* open_mpi_op_create() {
+static FortranOpCreate* open_mpi_op_create() {
   static FortranOpCreate* const real = [] {
     FortranOpCreate* f = nullptr;
     void* p = dlsym(RTLD_NEXT, "pmpi_op_create_");
