@@ -238,9 +238,10 @@ class Planner {
     if (c >= 0) return true;
     return r_.set(MPI_ERR_COUNT, std::string(what) + " " + std::to_string(c) + " is negative");
   }
-  // Bytes of count elements of t, without overflow.
+  // Bytes of count elements of t in libcoll's buffers (a user op's padding
+  // included), without overflow.
   bool bytes_of(const TypeInfo& t, MPI_Count count, size_t* bytes) {
-    if (count < 0 || __builtin_mul_overflow(size_t(count), size_t(t.size), bytes))
+    if (count < 0 || __builtin_mul_overflow(size_t(count), size_t(t.size + t.pad), bytes))
       return r_.set(MPI_ERR_COUNT, "count " + std::to_string(count) + " overflows");
     return true;
   }
@@ -272,6 +273,7 @@ class Planner {
     p_.stage.datatype = type;
     p_.stage.size = t.size;
     p_.stage.extent = t.extent;
+    p_.stage.pad = t.pad;
     p_.stage.blocks.push_back({offset, user, n});
   }
   // Packs an input into its staging copy now, or (a persistent request)
@@ -279,10 +281,10 @@ class Planner {
   void pack_input(const void* user, MPI_Count n, MPI_Datatype type, const TypeInfo& t,
                   char* packed) {
     if (p_.stage.defer) {
-      p_.stage.inputs.push_back({packed, user, n, type, t.size, t.extent});
+      p_.stage.inputs.push_back({packed, user, n, type, t.size, t.extent, t.pad});
       return;
     }
-    const int rc = pack(user, n, type, t.size, t.extent, packed);
+    const int rc = pack(user, n, type, t.size, t.extent, t.pad, packed);
     if (rc != MPI_SUCCESS && *prep_ == MPI_SUCCESS) *prep_ = rc;
   }
 
@@ -295,30 +297,29 @@ class Planner {
 // element type (the same on every rank by MPI's rules). A predefined op
 // reads the type signature's element type; a user op (user_ops.cpp) the
 // datatype's layout, whose elements libcoll carries whole: *user is then
-// this call's view of the datatype (one libcoll element per element), *t
-// points to it, and p holds the libcoll operator (op_full: known, but
-// libcoll's table of user operators is full on this rank).
+// this call's view of the datatype (one libcoll element per element, in
+// place or packed), *t points to it, and p holds the libcoll operator
+// (op_full: known, but no operator could be made on this rank).
 bool reduction_type(const Call& c, const TypeInfo** t, TypeInfo* user, Plan& p, bool* op_full,
                     Reason* why) {
   *t = type_info(c.datatype);
   if (!map_op(c.op, &p.op, why)) {
     if (*why != Reason::kUserOp) return false;
-    const UserOpLookup found = user_op(c.op, c.datatype, &p.op, &p.user_op);
-    if (found == UserOpLookup::kUnknown) return false;
-    if (!*t) {
-      *why = Reason::kArgs;
-      return false;
-    }
-    *user = **t;
-    if (user->elements != TypeInfo::kEmpty) {
-      if (!user_op_carrier(**t, &user->ctype)) {
+    switch (user_op(c.op, c.datatype, *t, user, &p.op, &p.user_op)) {
+      case UserOpLookup::kUnknown:
+        return false;
+      case UserOpLookup::kBadType:
+        *why = Reason::kArgs;
+        return false;
+      case UserOpLookup::kType:
         *why = Reason::kUserOpType;
         return false;
-      }
-      user->elements = TypeInfo::kOne;
-      user->per = 1;
+      case UserOpLookup::kNoResources:
+        *op_full = true;
+        break;
+      case UserOpLookup::kFound:
+        break;
     }
-    *op_full = found == UserOpLookup::kNoResources;
     *t = user;
     return true;
   }
@@ -651,7 +652,9 @@ bool decide(const Call& c, const Row& row, Plan& p, Reason* why, Rejection& rej,
   if (!plan_call(c, row, *sc, t, p, rej, prep) && rej.cls == MPI_SUCCESS)
     rej.set(MPI_ERR_INTERN, "the call could not be planned");
   if (op_full && rej.cls == MPI_SUCCESS)
-    rej.set(MPI_ERR_NO_MEM, "libcoll's table of user operators is full (coll_op_create)");
+    rej.set(MPI_ERR_NO_MEM,
+            "no libcoll user operator: libcoll's table of them is full (coll_op_create), or no "
+            "memory for a packed call's scratch");
   return true;
 }
 
@@ -759,7 +762,8 @@ void Staging::own_types() {
 
 int Staging::repack() {
   for (const Input& in : inputs) {
-    const int rc = shim::pack(in.user, in.count, in.datatype, in.size, in.extent, in.packed);
+    const int rc =
+        shim::pack(in.user, in.count, in.datatype, in.size, in.extent, in.pad, in.packed);
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;
@@ -768,7 +772,7 @@ int Staging::repack() {
 int Staging::unpack() {
   if (!tmp) return MPI_SUCCESS;
   for (const Block& b : blocks) {
-    const int rc = shim::unpack(tmp + b.offset, b.count, datatype, size, extent, b.user);
+    const int rc = shim::unpack(tmp + b.offset, b.count, datatype, size, extent, pad, b.user);
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;

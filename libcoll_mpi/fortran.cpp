@@ -15,6 +15,8 @@
 // callers get exactly the C behaviour. The waits defined here are the
 // common ones; any other Fortran wait still completes served requests
 // (Open MPI's progress engine drives them, state.cpp).
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -30,11 +32,6 @@ extern "C" {
 // they do not exist, then no Fortran buffer is taken for them).
 extern MPI_Fint mpi_fortran_in_place_ __attribute__((weak));
 extern MPI_Fint mpi_fortran_bottom_ __attribute__((weak));
-// Open MPI's own Fortran MPI_OP_CREATE (libmpi_mpifh; weak like the above:
-// a program that calls the shim's MPI_OP_CREATE has loaded it). The PMPI
-// name is the one the shim does not define.
-void pmpi_op_create_(shim::FortranUserFunction* fn, MPI_Fint* commute, MPI_Fint* op, MPI_Fint* ierr)
-    __attribute__((weak));
 }
 
 namespace {
@@ -499,16 +496,35 @@ void mpi_waitall_(MPI_Fint* count, MPI_Fint* requests, MPI_Fint* statuses, MPI_F
 // the shim passes to MPI call it the Fortran way); the shim then records it
 // (user_ops.cpp) and serves reductions with it. COMMUTE is a LOGICAL:
 // nonzero is .true. (gfortran's 1; Open MPI's OMPI_LOGICAL_2_INT reads it
-// so too). mpi_f08's MPI_Op_create calls Open MPI's pmpi_op_create_, not
-// this: its ops go to MPI.
+// so too).
+//
+// mpi_f08's MPI_Op_create (mpi_op_create_f08_, and its PMPI name) calls
+// pmpi_op_create_, Open MPI's PMPI name of the mpif.h routine, not
+// mpi_op_create_ or ompi_op_create_f: so the shim defines pmpi_op_create_
+// (and its other manglings) too, the one PMPI name it interposes - recording
+// an op changes nothing of what MPI does. Open MPI's routine is then the
+// next definition after the shim's, found by dlsym(RTLD_NEXT): calling
+// pmpi_op_create_ by name from here would call the shim's own.
+using FortranOpCreate = void(shim::FortranUserFunction*, MPI_Fint*, MPI_Fint*, MPI_Fint*);
+static FortranOpCreate* open_mpi_op_create() {
+  static FortranOpCreate* const real = [] {
+    FortranOpCreate* f = nullptr;
+    void* p = dlsym(RTLD_NEXT, "pmpi_op_create_");
+    std::memcpy(&f, &p, sizeof f);  // an object pointer to a function pointer (dlsym's way)
+    return f;
+  }();
+  return real;
+}
+
 void mpi_op_create_(shim::FortranUserFunction* fn, MPI_Fint* commute, MPI_Fint* op,
                     MPI_Fint* ierr) {
-  if (!pmpi_op_create_) {  // not reached: the caller loaded Open MPI's Fortran layer
+  FortranOpCreate* real = open_mpi_op_create();
+  if (!real) {  // not reached: the caller loaded Open MPI's Fortran layer
     set(ierr, MPI_ERR_INTERN);
     return;
   }
   MPI_Fint rc = MPI_SUCCESS;
-  pmpi_op_create_(fn, commute, op, &rc);
+  real(fn, commute, op, &rc);
   if (rc == MPI_SUCCESS && fn) shim::fortran_user_op_created(PMPI_Op_f2c(*op), fn, *commute != 0);
   set(ierr, int(rc));
 }
@@ -543,6 +559,12 @@ void mpi_error_string_(MPI_Fint* errorcode, char* string, MPI_Fint* resultlen, M
 }  // extern "C"
 
 COLL_MPI_FORTRAN_ALIASES(op_create, OP_CREATE)
+// (mpi_f08's, above; not ompi_op_create_f's alias PMPI_Op_create_f, which
+// no Fortran layer calls.)
+extern "C" decltype(mpi_op_create_) pmpi_op_create_ __attribute__((alias("mpi_op_create_")));
+extern "C" decltype(mpi_op_create_) pmpi_op_create__ __attribute__((alias("mpi_op_create_")));
+extern "C" decltype(mpi_op_create_) pmpi_op_create __attribute__((alias("mpi_op_create_")));
+extern "C" decltype(mpi_op_create_) PMPI_OP_CREATE __attribute__((alias("mpi_op_create_")));
 COLL_MPI_FORTRAN_ALIASES(op_free, OP_FREE)
 COLL_MPI_FORTRAN_ALIASES(error_string, ERROR_STRING)
 COLL_MPI_FORTRAN_ALIASES(init, INIT)

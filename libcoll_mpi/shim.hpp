@@ -73,8 +73,8 @@ enum class Reason : int {
   kInterComm,    // an inter-communicator
   kComm,         // a communicator without a libcoll counterpart
   kCommPending,  // congruent to world, first used by a non-blocking call
-  kUserOp,       // a user-defined operator the shim did not see made (mpi_f08's MPI_Op_create)
-  kUserOpType,   // a user-defined operator on a datatype libcoll cannot carry (user_ops.cpp)
+  kUserOp,       // a user-defined operator the shim did not see made
+  kUserOpType,   // a user-defined operator on elements libcoll cannot carry (user_ops.cpp)
   kOp,           // a predefined operator libcoll lacks (MPI_LAND, MPI_MAXLOC, ...)
   kDatatype,     // an element type libcoll lacks, or several element types
   kOpDatatype,   // the operator is not defined on the datatype (MPI_BAND on float)
@@ -120,7 +120,7 @@ struct Staging {
   };
   std::vector<Block> blocks;  // what is unpacked (empty: nothing)
   MPI_Datatype datatype = MPI_DATATYPE_NULL;  // of the blocks; our own reference when owned
-  MPI_Count size = 0, extent = 0;             // of datatype
+  MPI_Count size = 0, extent = 0, pad = 0;    // of datatype, and its slots' padding (TypeInfo)
   bool owned = false;                         // datatype is a dup of the user's
   // A persistent request's inputs are packed at every start, not when it
   // is planned (the user fills the buffer between starts): with defer set,
@@ -130,13 +130,15 @@ struct Staging {
     const void* user;
     MPI_Count count;
     MPI_Datatype datatype;  // our own reference once own_types() ran
-    MPI_Count size, extent;
+    MPI_Count size, extent, pad;
   };
   bool defer = false;
   std::vector<Input> inputs;
   std::vector<MPI_Datatype> input_types;  // the dups inputs name (freed with them)
   void release();
-  int unpack();           // MPI_SUCCESS or an MPI error code
+  // MPI_SUCCESS or an MPI error code. With pad, tmp's slots are compacted
+  // in place (a persistent request packs them again at its next start).
+  int unpack();
   int repack();           // packs inputs again: MPI_SUCCESS or an MPI error code
   // The user may free a datatype before the request completes (or, for a
   // persistent request, between its starts): the staging keeps dups.
@@ -273,9 +275,12 @@ struct TypeInfo {
   size_t per = 0;                        // libcoll elements per datatype element
   MPI_Count size = 0;                    // bytes of data per datatype element
   MPI_Count extent = 0, true_lb = 0, true_extent = 0;
+  // Bytes after each element in libcoll's buffers: 0 but in a user op's
+  // view (user_op), whose packed elements lie in larger carrier elements.
+  MPI_Count pad = 0;
   // count elements at buf are one block of count * size bytes at buf + true_lb.
   bool dense(MPI_Count count) const {
-    return size == true_extent && (count <= 1 || extent == size);
+    return pad == 0 && size == true_extent && (count <= 1 || extent == size);
   }
 };
 void types_init();
@@ -284,18 +289,21 @@ const TypeInfo* type_info(MPI_Datatype datatype);
 // The libcoll operator; false with *why for one libcoll lacks.
 bool map_op(MPI_Op op, coll_op_t* out, Reason* why);
 bool op_allowed(Category c, coll_op_t op);
-// Copies between count elements of datatype at buf and the contiguous bytes at packed.
+// Copies between count elements of datatype at buf and their packed bytes
+// at packed, each element's in a slot of size + pad bytes (pad > 0: a user
+// op's carrier, the slot's last pad bytes zeroed). unpack with pad > 0
+// compacts packed in place first: its slots are gone after.
 int pack(const void* buf, MPI_Count count, MPI_Datatype datatype, MPI_Count size,
-         MPI_Count extent, char* packed);
-int unpack(const char* packed, MPI_Count count, MPI_Datatype datatype, MPI_Count size,
-           MPI_Count extent, void* buf);
+         MPI_Count extent, MPI_Count pad, char* packed);
+int unpack(char* packed, MPI_Count count, MPI_Datatype datatype, MPI_Count size,
+           MPI_Count extent, MPI_Count pad, void* buf);
+// Between count packed elements of size bytes and slots of size + pad
+// bytes; either may be in place (packed == slots).
+void spread(const char* packed, MPI_Count count, MPI_Count size, MPI_Count pad, char* slots);
+void compact(const char* slots, MPI_Count count, MPI_Count size, MPI_Count pad, char* packed);
 
 // ---- user-defined operators (user_ops.cpp) ----------------------------------
 
-// The libcoll datatype that carries one element of t for a user op, with the
-// user's buffers as they are; false where there is none (gaps, a size no
-// libcoll datatype has).
-bool user_op_carrier(const TypeInfo& t, coll_datatype_t* carrier);
 // A user function as Fortran's MPI_OP_CREATE takes it: SUBROUTINE F(INVEC,
 // INOUTVEC, LEN, DATATYPE), every argument by reference, LEN an INTEGER and
 // DATATYPE the INTEGER handle (Open MPI's ompi_op_fortran_handler_fn_t).
@@ -305,12 +313,18 @@ using FortranUserFunction = void(void* invec, void* inoutvec, MPI_Fint* len, MPI
 // of MPI_Op_create; the function is called the Fortran way. MPI_Op_free
 // (the C entry point, which Fortran's MPI_OP_FREE calls) forgets it.
 void fortran_user_op_created(MPI_Op op, FortranUserFunction* fn, bool commute);
-enum class UserOpLookup { kFound, kUnknown, kNoResources };
+enum class UserOpLookup { kFound, kUnknown, kBadType, kType, kNoResources };
 // The libcoll operator that applies op (made by MPI_Op_create or Fortran's
-// MPI_OP_CREATE through the shim) to datatype, and in *keep the reference
-// that keeps it usable while a call uses it. kUnknown: op is not such an
-// op; kNoResources: libcoll's table of user operators is full.
-UserOpLookup user_op(MPI_Op op, MPI_Datatype datatype, coll_op_t* out, std::shared_ptr<void>* keep);
+// MPI_OP_CREATE through the shim) to datatype (t: its TypeInfo, nullptr
+// when it has none), in *keep the reference that keeps it usable while the
+// call uses it, and in *view the call's view of the datatype: one libcoll
+// element (ctype) an element, in place or packed with pad bytes after each.
+// kUnknown: op is not such an op; kBadType: t is nullptr; kType: libcoll
+// cannot carry t's elements (over 32 bytes, or overlapping); kNoResources:
+// libcoll's table of user operators is full, or no memory for the call's
+// scratch (*view is set).
+UserOpLookup user_op(MPI_Op op, MPI_Datatype datatype, const TypeInfo* t, TypeInfo* view,
+                     coll_op_t* out, std::shared_ptr<void>* keep);
 
 // ---- requests (requests.cpp) ------------------------------------------------
 

@@ -378,35 +378,57 @@ bool op_allowed(Category c, coll_op_t op) {
 }
 
 // MPI_Pack's sizes are int: large buffers go in pieces of whole elements.
+// With pad, each piece is packed contiguously where its slots begin and
+// then spread over them, last element first: an element's slot starts at
+// or after where MPI_Pack put it, and past every element before it.
 int pack(const void* buf, MPI_Count count, MPI_Datatype t, MPI_Count size, MPI_Count extent,
-         char* packed) {
+         MPI_Count pad, char* packed) {
   if (size <= 0) return MPI_SUCCESS;
   const MPI_Count per_call = std::max<MPI_Count>(1, INT_MAX / size);
   for (MPI_Count done = 0; done < count;) {
     const int n = int(std::min<MPI_Count>(per_call, count - done));
+    char* piece = packed + done * (size + pad);
     int position = 0;
-    const int rc = PMPI_Pack(static_cast<const char*>(buf) + done * extent, n, t,
-                             packed + done * size, int(n * size), &position,
-                             MPI_COMM_SELF);
+    const int rc = PMPI_Pack(static_cast<const char*>(buf) + done * extent, n, t, piece,
+                             int(n * size), &position, MPI_COMM_SELF);
+    if (rc != MPI_SUCCESS) return rc;
+    if (pad > 0) spread(piece, n, size, pad, piece);
+    done += n;
+  }
+  return MPI_SUCCESS;
+}
+
+// The reverse: each piece compacted where its slots begin (first element
+// first: an element's bytes land at or before its slot, before every later
+// one), then unpacked.
+int unpack(char* packed, MPI_Count count, MPI_Datatype t, MPI_Count size, MPI_Count extent,
+           MPI_Count pad, void* buf) {
+  if (size <= 0) return MPI_SUCCESS;
+  const MPI_Count per_call = std::max<MPI_Count>(1, INT_MAX / size);
+  for (MPI_Count done = 0; done < count;) {
+    const int n = int(std::min<MPI_Count>(per_call, count - done));
+    char* piece = packed + done * (size + pad);
+    if (pad > 0) compact(piece, n, size, pad, piece);
+    int position = 0;
+    const int rc = PMPI_Unpack(piece, int(n * size), &position,
+                               static_cast<char*>(buf) + done * extent, n, t, MPI_COMM_SELF);
     if (rc != MPI_SUCCESS) return rc;
     done += n;
   }
   return MPI_SUCCESS;
 }
 
-int unpack(const char* packed, MPI_Count count, MPI_Datatype t, MPI_Count size, MPI_Count extent,
-           void* buf) {
-  if (size <= 0) return MPI_SUCCESS;
-  const MPI_Count per_call = std::max<MPI_Count>(1, INT_MAX / size);
-  for (MPI_Count done = 0; done < count;) {
-    const int n = int(std::min<MPI_Count>(per_call, count - done));
-    int position = 0;
-    const int rc = PMPI_Unpack(packed + done * size, int(n * size), &position,
-                               static_cast<char*>(buf) + done * extent, n, t, MPI_COMM_SELF);
-    if (rc != MPI_SUCCESS) return rc;
-    done += n;
+void spread(const char* packed, MPI_Count count, MPI_Count size, MPI_Count pad, char* slots) {
+  for (MPI_Count i = count; i-- > 0;) {
+    std::memmove(slots + i * (size + pad), packed + i * size, size_t(size));
+    // Bytes that travel: defined ones (libcoll and the user op never read them).
+    std::memset(slots + i * (size + pad) + size, 0, size_t(pad));
   }
-  return MPI_SUCCESS;
+}
+
+void compact(const char* slots, MPI_Count count, MPI_Count size, MPI_Count pad, char* packed) {
+  for (MPI_Count i = 0; i < count; ++i)
+    std::memmove(packed + i * size, slots + i * (size + pad), size_t(size));
 }
 
 }  // namespace shim

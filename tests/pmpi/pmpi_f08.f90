@@ -1,30 +1,55 @@
 ! The PMPI shim under `use mpi_f08`: Open MPI's mpi_f08 wrappers call the
 ! mpif.h layer (ompi_allreduce_f, ...), which the shim defines too
-! (MPI_Error_string included). MPI_Op_create is the exception: its wrapper
-! calls Open MPI's pmpi_op_create_, so the shim does not see the op made and
-! passes the reduction with it to MPI (the meson test checks the reason).
+! (MPI_Error_string included). MPI_Op_create's wrapper calls Open MPI's
+! pmpi_op_create_ instead, which the shim interposes as well: its ops are
+! recorded and reductions with them served (the meson test checks the
+! counts), the function called with the program's TYPE(MPI_Datatype) (one
+! INTEGER, by reference); a non-commutative op (the left operand: the
+! result is rank 0's input) in rank order.
 module pmpi_f08_fns
+  use, intrinsic :: iso_c_binding, only : c_ptr, c_f_pointer
+  use mpi_f08, only : MPI_Datatype, MPI_INTEGER
   implicit none
+  integer :: wrong_type = 0  ! calls with a datatype other than MPI_INTEGER
 contains
+  ! The operands as arrays of len INTEGERs; .false. (counted) for a
+  ! datatype other than the program's MPI_INTEGER.
+  logical function operands(invec, inoutvec, len, datatype, a, b)
+    type(c_ptr), intent(in) :: invec, inoutvec
+    integer, intent(in) :: len
+    type(MPI_Datatype), intent(in) :: datatype
+    integer, pointer, intent(out) :: a(:), b(:)
+    operands = datatype%MPI_VAL == MPI_INTEGER%MPI_VAL
+    if (.not. operands) then
+      wrong_type = wrong_type + 1
+      return
+    end if
+    call c_f_pointer(invec, a, (/ len /))
+    call c_f_pointer(inoutvec, b, (/ len /))
+  end function operands
+
   subroutine f08_sum(invec, inoutvec, len, datatype)
-    use, intrinsic :: iso_c_binding, only : c_ptr, c_f_pointer
-    use mpi_f08, only : MPI_Datatype
     type(c_ptr), value :: invec, inoutvec
     integer :: len
     type(MPI_Datatype) :: datatype
     integer, pointer :: a(:), b(:)
-    if (datatype%MPI_VAL == -1) return  ! (a handle no datatype has: uses the argument)
-    call c_f_pointer(invec, a, (/ len /))
-    call c_f_pointer(inoutvec, b, (/ len /))
-    b = b + a
+    if (operands(invec, inoutvec, len, datatype, a, b)) b = b + a
   end subroutine f08_sum
+
+  subroutine f08_first(invec, inoutvec, len, datatype)
+    type(c_ptr), value :: invec, inoutvec
+    integer :: len
+    type(MPI_Datatype) :: datatype
+    integer, pointer :: a(:), b(:)
+    if (operands(invec, inoutvec, len, datatype, a, b)) b = a
+  end subroutine f08_first
 end module pmpi_f08_fns
 
 program pmpi_f08
   use mpi_f08
   use pmpi_f08_fns
   implicit none
-  integer :: rank, nprocs, total, errors, elen, ierr
+  integer :: rank, nprocs, total, errors, elen, ierr, v(3), w(3)
   type(MPI_Op) :: op
   double precision :: x(2)
   character(len=MPI_MAX_ERROR_STRING) :: estr
@@ -42,6 +67,13 @@ program pmpi_f08
   call MPI_Allreduce(rank + 1, total, 1, MPI_INTEGER, op, MPI_COMM_WORLD)
   if (total /= nprocs * (nprocs + 1) / 2) errors = errors + 1
   call MPI_Op_free(op)
+  call MPI_Op_create(f08_first, .false., op)
+  v = (/ rank, 10 * rank, 100 * rank + 1 /)
+  w = -1
+  call MPI_Reduce(v, w, 3, MPI_INTEGER, op, nprocs - 1, MPI_COMM_WORLD)
+  if (rank == nprocs - 1 .and. any(w /= (/ 0, 0, 1 /))) errors = errors + 1
+  call MPI_Op_free(op)
+  if (wrong_type /= 0) errors = errors + 1
   call MPI_Barrier(MPI_COMM_WORLD)
   ! The shim's ompi_error_string_f (the length passed as a fifth argument):
   ! MPI's text, blank-padded.

@@ -16,23 +16,27 @@
 !    [[(k + 1)!, i (0! + 1! + ... + k!)], [0, 1]] (another order gives
 !    another value): MPI_ALLREDUCE, MPI_REDUCE at root 0 and at the last
 !    rank, MPI_SCAN, MPI_EXSCAN, MPI_REDUCE_SCATTER_BLOCK;
-!  - a datatype of 12 bytes (three INTEGERs), which libcoll cannot carry:
+!  - a datatype of 12 bytes (three INTEGERs), a size no libcoll element
+!    has: served packed, each element padded to 16 bytes and unpacked again
+!    for the function;
+!  - one of 36 bytes (nine INTEGERs), more than libcoll's largest element:
 !    passed to MPI, which must call the function the Fortran way too;
 !  - MPI_OP_FREE (the handle becomes MPI_OP_NULL), then a new op (Open MPI
 !    may reuse the handle) with another function (the largest).
 !
 ! The meson test checks rank 0's COLL_MPI_STATS lines (exact counts: every
-! reduction served, but the one of 12-byte elements); without the shim the
+! reduction served, but the one of 36-byte elements); without the shim the
 ! same program checks plain Open MPI (the reference run).
 module pmpi_fuserops_fns
   use, intrinsic :: iso_c_binding, only : c_f_pointer, c_loc
   use mpi
   implicit none
   integer :: mat_type = MPI_DATATYPE_NULL, int3_type = MPI_DATATYPE_NULL
+  integer :: int9_type = MPI_DATATYPE_NULL
   integer :: wrong_type = 0  ! calls of a function with a datatype it was not made for
 contains
   ! inoutvec = invec + inoutvec, elementwise: INTEGER, DOUBLE PRECISION, or
-  ! three INTEGERs an element of int3_type.
+  ! three (nine) INTEGERs an element of int3_type (int9_type).
   subroutine fsum(invec, inoutvec, len, datatype)
     integer, intent(in) :: len, datatype
     integer, target :: invec(*), inoutvec(*)
@@ -42,6 +46,8 @@ contains
       inoutvec(1:len) = inoutvec(1:len) + invec(1:len)
     else if (datatype == int3_type) then
       inoutvec(1:3 * len) = inoutvec(1:3 * len) + invec(1:3 * len)
+    else if (datatype == int9_type) then
+      inoutvec(1:9 * len) = inoutvec(1:9 * len) + invec(1:9 * len)
     else if (datatype == MPI_DOUBLE_PRECISION) then
       call c_f_pointer(c_loc(invec(1)), a, (/ len /))
       call c_f_pointer(c_loc(inoutvec(1)), b, (/ len /))
@@ -112,7 +118,7 @@ program pmpi_fuserops
   integer, parameter :: nbig = 200000
   integer :: ierr, rank, np, i, k, errors, total, req
   integer :: sum_op, mat_op, max_op
-  integer :: x(5), y(5), t3(3, 2), u3(3, 2)
+  integer :: x(5), y(5), t3(3, 2), u3(3, 2), t9(9, 2), u9(9, 2)
   integer, allocatable :: big(:), bigsum(:), a(:), m(:, :), p(:, :)
   double precision :: d(3)
 
@@ -124,6 +130,8 @@ program pmpi_fuserops
   call MPI_TYPE_COMMIT(mat_type, ierr)
   call MPI_TYPE_CONTIGUOUS(3, MPI_INTEGER, int3_type, ierr)
   call MPI_TYPE_COMMIT(int3_type, ierr)
+  call MPI_TYPE_CONTIGUOUS(9, MPI_INTEGER, int9_type, ierr)
+  call MPI_TYPE_COMMIT(int9_type, ierr)
   call MPI_OP_CREATE(fsum, .true., sum_op, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_OP_CREATE(fsum)')
   call MPI_OP_CREATE(fmatmul, .false., mat_op, ierr)
@@ -166,12 +174,18 @@ program pmpi_fuserops
   call MPI_REDUCE_SCATTER_BLOCK(a, y, 2, MPI_INTEGER, sum_op, MPI_COMM_WORLD, ierr)
   call check(all(y(1:2) == (/ (np * (2 * rank + i) + np * (np - 1) / 2, i = 1, 2) /)), &
              'reduce_scatter_block')
-  ! passed to MPI (no libcoll element of 12 bytes): Open MPI calls fsum
+  ! served packed (no libcoll element of 12 bytes: padded to 16)
   t3 = reshape((/ (rank + i, i = 1, 6) /), (/ 3, 2 /))
   u3 = -1
   call MPI_ALLREDUCE(t3, u3, 2, int3_type, sum_op, MPI_COMM_WORLD, ierr)
   call check(all(u3 == reshape((/ (np * i + np * (np - 1) / 2, i = 1, 6) /), (/ 3, 2 /))), &
-             'allreduce of 12-byte elements (MPI)')
+             'allreduce of 12-byte elements')
+  ! passed to MPI (36 bytes: more than any libcoll element): Open MPI calls fsum
+  t9 = reshape((/ (rank + i, i = 1, 18) /), (/ 9, 2 /))
+  u9 = -1
+  call MPI_ALLREDUCE(t9, u9, 2, int9_type, sum_op, MPI_COMM_WORLD, ierr)
+  call check(all(u9 == reshape((/ (np * i + np * (np - 1) / 2, i = 1, 18) /), (/ 9, 2 /))), &
+             'allreduce of 36-byte elements (MPI)')
 
   ! ---- non-commutative: 3 matrices a rank (np for reduce_scatter_block)
   allocate(m(4, np + 3), p(4, np + 3))
@@ -213,6 +227,7 @@ program pmpi_fuserops
   call check(wrong_type == 0, 'functions given the program''s datatype handles')
   call MPI_TYPE_FREE(mat_type, ierr)
   call MPI_TYPE_FREE(int3_type, ierr)
+  call MPI_TYPE_FREE(int9_type, ierr)
 
   call MPI_REDUCE(errors, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) then

@@ -13,13 +13,24 @@
  *    MPI_Scan;
  *  - MPI_Op_free while an MPI_Iallreduce with the op is pending, then a new
  *    op (Open MPI reuses the handle) with another function;
- *  - a datatype with no libcoll element of its size (3 ints): passed to MPI.
+ *  - datatypes with gaps, which the shim packs and unpacks again for the
+ *    function: two doubles of a strided vector and a padded struct
+ *    { double; int } (commutative ops), a 2x2 matrix whose entries are
+ *    strided and an affine map { gap; int; pad; long long } whose data
+ *    starts 4 bytes in (non-commutative), in every reduction and its I-form,
+ *    from sendbuf and in place (and MPIX_Allreduce_init where Open MPI has
+ *    it), counts 1, 5 and 3000, the gap bytes of every result element left
+ *    as they were (a sentinel);
+ *  - a contiguous datatype of 12 bytes (3 ints: no libcoll element of that
+ *    size, packed into 16) served, one of 40 bytes (over the largest)
+ *    passed to MPI.
  *
  * Where the shim is loaded each function must have served (or passed) the
  * calls made. Without the shim the same program checks plain MPI (the
  * reference run). Prints "pmpi_userops: all checks passed at np N". */
 #include <math.h>
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +38,14 @@
 #include "coll_mpi.h"
 #include "pmpi_check.h"
 
+/* Open MPI's persistent collectives (MPIX_Allreduce_init), where it has them. */
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
 static int rank, size, errors;
 static coll_mpi_counts_fn counts_fn;
-static MPI_Datatype mat_type, int3_type;
+static MPI_Datatype mat_type, int3_type, int10_type;
 static int wrong_type; /* calls of a function with a datatype it was not made for */
 
 /* ---- the operators ----------------------------------------------------- */
@@ -78,12 +94,11 @@ static void mat_op(void* in, void* inout, int* len, MPI_Datatype* t) {
   }
 }
 
-static void sum3(void* in, void* inout, int* len, MPI_Datatype* t) {
-  if (*t != int3_type) {
-    ++wrong_type;
-    return;
-  }
-  for (int i = 0; i < 3 * *len; ++i) ((int*)inout)[i] += ((int*)in)[i];
+/* Elementwise sum of int3_type's or int10_type's elements. */
+static void sum_ints(void* in, void* inout, int* len, MPI_Datatype* t) {
+  const int per = *t == int3_type ? 3 : *t == int10_type ? 10 : 0;
+  if (!per) ++wrong_type;
+  for (int i = 0; i < per * *len; ++i) ((int*)inout)[i] += ((int*)in)[i];
 }
 
 /* ---- inputs and expected values ------------------------------------------ */
@@ -291,17 +306,290 @@ static void test_free(void) {
   expect_counts(ar, 1, 0, __LINE__);
 }
 
-/* 12-byte elements: no libcoll datatype carries one whole; MPI applies it. */
-static void test_passed(void) {
+/* ---- datatypes with gaps (the shim packs their elements) ----------------- */
+
+/* A case: a datatype whose elements have gaps, an op on it, rank r's
+ * element i, and one element of the op computed here (inout = in op inout).
+ * mask: which bytes of an element are data (1) and which gaps (0). */
+struct Gapped {
+  const char* name;
+  MPI_Datatype type;
+  MPI_Aint extent;
+  int commute;
+  MPI_User_function* fn;
+  void (*value)(int r, int i, char* elem);
+  void (*apply)(const char* in, char* inout);
+  unsigned char mask[64];
+};
+enum { kSentinel = 0xa5 };
+static struct Gapped gapped[4];
+
+/* The user functions: elements as the datatype lays them out. */
+static void apply_all(const struct Gapped* g, void* in, void* inout, int len, MPI_Datatype t) {
+  if (t != g->type) {
+    ++wrong_type;
+    return;
+  }
+  for (int i = 0; i < len; ++i) g->apply((char*)in + i * g->extent, (char*)inout + i * g->extent);
+}
+static void op0(void* a, void* b, int* len, MPI_Datatype* t) { apply_all(&gapped[0], a, b, *len, *t); }
+static void op1(void* a, void* b, int* len, MPI_Datatype* t) { apply_all(&gapped[1], a, b, *len, *t); }
+static void op2(void* a, void* b, int* len, MPI_Datatype* t) { apply_all(&gapped[2], a, b, *len, *t); }
+static void op3(void* a, void* b, int* len, MPI_Datatype* t) { apply_all(&gapped[3], a, b, *len, *t); }
+
+/* 0: two doubles 16 bytes apart in 32 (a vector, resized): (sum, max). */
+static void strided_value(int r, int i, char* e) {
+  const double x = r + i, y = (r * 5 + i) % 7;
+  memcpy(e, &x, 8);
+  memcpy(e + 16, &y, 8);
+}
+static void strided_apply(const char* in, char* io) {
+  double a[2], b[2];
+  memcpy(&a[0], in, 8), memcpy(&a[1], in + 16, 8), memcpy(&b[0], io, 8), memcpy(&b[1], io + 16, 8);
+  b[0] += a[0];
+  b[1] = a[1] > b[1] ? a[1] : b[1];
+  memcpy(io, &b[0], 8), memcpy(io + 16, &b[1], 8);
+}
+
+/* 1: struct { double d; int n; } (12 bytes of data, padded to 16): (sum, min). */
+struct Padded {
+  double d;
+  int n;
+};
+static void padded_value(int r, int i, char* e) {
+  struct Padded* p = (struct Padded*)e;
+  p->d = 0.5 * (r + 2 * i);
+  p->n = (r * 3 + i) % 5 - 2;
+}
+static void padded_apply(const char* in, char* io) {
+  const struct Padded* a = (const struct Padded*)in;
+  struct Padded* b = (struct Padded*)io;
+  b->d += a->d;
+  if (a->n < b->n) b->n = a->n;
+}
+
+/* 2: a 2x2 int matrix, its entries 8 bytes apart in 32 (a vector,
+ * resized): the product, which does not commute. */
+static void strided_mat_value(int r, int i, char* e) {
+  int m[4];
+  mval(r, i, m);
+  for (int k = 0; k < 4; ++k) memcpy(e + 8 * k, &m[k], 4);
+}
+static void strided_mat_apply(const char* in, char* io) {
+  int a[4], b[4];
+  for (int k = 0; k < 4; ++k) memcpy(&a[k], in + 8 * k, 4), memcpy(&b[k], io + 8 * k, 4);
+  mat_mul(a, b, b);
+  for (int k = 0; k < 4; ++k) memcpy(io + 8 * k, &b[k], 4);
+}
+
+/* 3: the affine map x -> a x + b as struct { int gap; int a; long long b; },
+ * the gap left out of the datatype (its data starts 4 bytes in, and 4 of
+ * padding lie between a and b): composition in rank order (the lower
+ * ranks' map first), which does not commute. */
+struct Affine {
+  int gap;
+  int a;
+  long long b;
+};
+static void affine_value(int r, int i, char* e) {
+  struct Affine* f = (struct Affine*)e;
+  f->a = r % 2 ? 2 : -1;
+  f->b = r * 3 + i;
+}
+static void affine_apply(const char* in, char* io) {
+  const struct Affine* f = (const struct Affine*)in;
+  struct Affine* g = (struct Affine*)io;
+  g->b = (long long)g->a * f->b + g->b;
+  g->a = g->a * f->a;
+}
+
+static MPI_Datatype resized(MPI_Datatype t, MPI_Aint extent) {
+  MPI_Datatype r;
+  MPI_Type_create_resized(t, 0, extent, &r);
+  MPI_Type_free(&t);
+  MPI_Type_commit(&r);
+  return r;
+}
+
+static void make_gapped(void) {
+  MPI_Datatype t;
+  MPI_Type_vector(2, 1, 2, MPI_DOUBLE, &t);
+  gapped[0] = (struct Gapped){"strided (sum, max)", resized(t, 32), 32, 1, op0, strided_value,
+                              strided_apply, {0}};
+  const int pl[2] = {1, 1};
+  const MPI_Aint pd[2] = {offsetof(struct Padded, d), offsetof(struct Padded, n)};
+  const MPI_Datatype pt[2] = {MPI_DOUBLE, MPI_INT};
+  MPI_Type_create_struct(2, pl, pd, pt, &t);
+  gapped[1] = (struct Gapped){"padded struct (sum, min)", resized(t, sizeof(struct Padded)),
+                              sizeof(struct Padded), 1, op1, padded_value, padded_apply, {0}};
+  MPI_Type_vector(4, 1, 2, MPI_INT, &t);
+  gapped[2] = (struct Gapped){"strided matrix product", resized(t, 32), 32, 0, op2,
+                              strided_mat_value, strided_mat_apply, {0}};
+  const MPI_Aint ad[2] = {offsetof(struct Affine, a), offsetof(struct Affine, b)};
+  const MPI_Datatype at[2] = {MPI_INT, MPI_LONG_LONG};
+  MPI_Type_create_struct(2, pl, ad, at, &t);
+  gapped[3] = (struct Gapped){"affine composition", resized(t, sizeof(struct Affine)),
+                              sizeof(struct Affine), 0, op3, affine_value, affine_apply, {0}};
+  /* The data bytes: what MPI_Unpack writes into an element. */
+  for (int c = 0; c < 4; ++c) {
+    struct Gapped* g = &gapped[c];
+    int bytes = 0, position = 0;
+    MPI_Type_size(g->type, &bytes);
+    unsigned char ones[64];
+    memset(ones, 1, sizeof ones);
+    MPI_Unpack(ones, bytes, &position, g->mask, 1, g->type, MPI_COMM_SELF);
+  }
+}
+
+/* Elements first .. first + n - 1 of rank r's input into buf's elements. */
+static void fill(const struct Gapped* g, char* buf, int n, int first, int r) {
+  for (int j = 0; j < n; ++j) g->value(r, first + j, buf + j * g->extent);
+}
+/* The n result elements at buf: element first + j over ranks lo .. hi - 1
+ * in rank order, the gap bytes still the sentinel. */
+static void check_gapped(const struct Gapped* g, const char* buf, int n, int first, int lo,
+                         int hi, const char* what) {
+  int bad = 0, gaps = 0;
+  for (int j = 0; j < n; ++j) {
+    char e[64], x[64];
+    g->value(lo, first + j, e);
+    for (int r = lo + 1; r < hi; ++r) g->value(r, first + j, x), g->apply(e, x), memcpy(e, x, 64);
+    const char* got = buf + j * g->extent;
+    for (MPI_Aint k = 0; k < g->extent; ++k) {
+      if (g->mask[k])
+        bad += got[k] != e[k];
+      else
+        gaps += (unsigned char)got[k] != kSentinel;
+    }
+  }
+  CHECK(bad == 0 && gaps == 0, "%s, %s, count %d: %d data bytes wrong, %d gap bytes written",
+        g->name, what, n, bad, gaps);
+}
+
+/* Every reduction with case g's op at count n: each once from sendbuf,
+ * once in place and once non-blocking (and persistent where Open MPI has
+ * it); counted in calls[] (the order of kGappedFns). */
+static const char* const kGappedFns[] = {
+    "MPI_Allreduce", "MPI_Iallreduce", "MPI_Reduce", "MPI_Ireduce",
+    "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", "MPI_Reduce_scatter",
+    "MPI_Ireduce_scatter", "MPI_Scan", "MPI_Iscan", "MPI_Exscan", "MPI_Iexscan",
+    "MPIX_Allreduce_init"};
+enum { kGappedFnCount = sizeof kGappedFns / sizeof kGappedFns[0] };
+
+static void run_gapped(const struct Gapped* g, MPI_Op op, int n, unsigned long long* calls) {
+  const int total = n * size + size * (size - 1) / 2; /* reduce_scatter: n + i for rank i */
+  char* in = malloc((size_t)total * g->extent);
+  char* out = malloc((size_t)total * g->extent);
+  int* counts = malloc(size * sizeof(int));
+  int mine = 0; /* reduce_scatter: this rank's first element */
+  for (int i = 0; i < size; ++i) counts[i] = n + i, mine += i < rank ? n + i : 0;
+  MPI_Request req;
+  const size_t all = (size_t)total * g->extent;
+#define FRESH(inplace, count) \
+  (memset(out, kSentinel, all), memset(in, kSentinel, all), fill(g, (inplace) ? out : in, count, 0, rank))
+#define WAIT() MPI_Wait(&req, MPI_STATUS_IGNORE)
+
+  FRESH(0, n), MPI_Allreduce(in, out, n, g->type, op, MPI_COMM_WORLD), calls[0]++;
+  check_gapped(g, out, n, 0, 0, size, "allreduce");
+  FRESH(1, n), MPI_Allreduce(MPI_IN_PLACE, out, n, g->type, op, MPI_COMM_WORLD), calls[0]++;
+  check_gapped(g, out, n, 0, 0, size, "allreduce in place");
+  FRESH(0, n), MPI_Iallreduce(in, out, n, g->type, op, MPI_COMM_WORLD, &req), WAIT(), calls[1]++;
+  check_gapped(g, out, n, 0, 0, size, "iallreduce");
+
+  FRESH(0, n), MPI_Reduce(in, out, n, g->type, op, 0, MPI_COMM_WORLD), calls[2]++;
+  if (rank == 0) check_gapped(g, out, n, 0, 0, size, "reduce at 0");
+  const int last = size - 1;
+  FRESH(rank == last, n);
+  MPI_Reduce(rank == last ? MPI_IN_PLACE : in, out, n, g->type, op, last, MPI_COMM_WORLD), calls[2]++;
+  if (rank == last) check_gapped(g, out, n, 0, 0, size, "reduce in place at the last rank");
+  FRESH(0, n), MPI_Ireduce(in, out, n, g->type, op, last, MPI_COMM_WORLD, &req), WAIT(), calls[3]++;
+  if (rank == last) check_gapped(g, out, n, 0, 0, size, "ireduce at the last rank");
+
+  FRESH(0, n * size), MPI_Reduce_scatter_block(in, out, n, g->type, op, MPI_COMM_WORLD), calls[4]++;
+  check_gapped(g, out, n, rank * n, 0, size, "reduce_scatter_block");
+  FRESH(1, n * size);
+  MPI_Reduce_scatter_block(MPI_IN_PLACE, out, n, g->type, op, MPI_COMM_WORLD), calls[4]++;
+  check_gapped(g, out, n, rank * n, 0, size, "reduce_scatter_block in place");
+  FRESH(0, n * size);
+  MPI_Ireduce_scatter_block(in, out, n, g->type, op, MPI_COMM_WORLD, &req), WAIT(), calls[5]++;
+  check_gapped(g, out, n, rank * n, 0, size, "ireduce_scatter_block");
+
+  FRESH(0, total), MPI_Reduce_scatter(in, out, counts, g->type, op, MPI_COMM_WORLD), calls[6]++;
+  check_gapped(g, out, counts[rank], mine, 0, size, "reduce_scatter");
+  FRESH(1, total);
+  MPI_Reduce_scatter(MPI_IN_PLACE, out, counts, g->type, op, MPI_COMM_WORLD), calls[6]++;
+  check_gapped(g, out, counts[rank], mine, 0, size, "reduce_scatter in place");
+  FRESH(0, total);
+  MPI_Ireduce_scatter(in, out, counts, g->type, op, MPI_COMM_WORLD, &req), WAIT(), calls[7]++;
+  check_gapped(g, out, counts[rank], mine, 0, size, "ireduce_scatter");
+
+  FRESH(0, n), MPI_Scan(in, out, n, g->type, op, MPI_COMM_WORLD), calls[8]++;
+  check_gapped(g, out, n, 0, 0, rank + 1, "scan");
+  FRESH(1, n), MPI_Scan(MPI_IN_PLACE, out, n, g->type, op, MPI_COMM_WORLD), calls[8]++;
+  check_gapped(g, out, n, 0, 0, rank + 1, "scan in place");
+  FRESH(0, n), MPI_Iscan(in, out, n, g->type, op, MPI_COMM_WORLD, &req), WAIT(), calls[9]++;
+  check_gapped(g, out, n, 0, 0, rank + 1, "iscan");
+
+  /* Rank 0's exscan result is undefined: not checked. */
+  FRESH(0, n), MPI_Exscan(in, out, n, g->type, op, MPI_COMM_WORLD), calls[10]++;
+  if (rank > 0) check_gapped(g, out, n, 0, 0, rank, "exscan");
+  FRESH(1, n), MPI_Exscan(MPI_IN_PLACE, out, n, g->type, op, MPI_COMM_WORLD), calls[10]++;
+  if (rank > 0) check_gapped(g, out, n, 0, 0, rank, "exscan in place");
+  FRESH(0, n), MPI_Iexscan(in, out, n, g->type, op, MPI_COMM_WORLD, &req), WAIT(), calls[11]++;
+  if (rank > 0) check_gapped(g, out, n, 0, 0, rank, "iexscan");
+
+#ifdef OMPI_HAVE_MPI_EXT_PCOLLREQ
+  /* Started twice, the input refilled in between (repacked at each start). */
+  MPIX_Allreduce_init(in, out, n, g->type, op, MPI_COMM_WORLD, MPI_INFO_NULL, &req), calls[12]++;
+  for (int start = 0; start < 2; ++start) {
+    FRESH(0, n);
+    MPI_Start(&req);
+    WAIT();
+    check_gapped(g, out, n, 0, 0, size, "persistent allreduce");
+  }
+  MPI_Request_free(&req);
+#endif
+#undef FRESH
+#undef WAIT
+  free(in);
+  free(out);
+  free(counts);
+}
+
+static void test_gapped(void) {
+  make_gapped();
+  struct Mark marks[kGappedFnCount];
+  unsigned long long calls[kGappedFnCount] = {0};
+  for (int f = 0; f < kGappedFnCount; ++f) marks[f] = mark(kGappedFns[f]);
+  const int counts[] = {1, 5, 3000};
+  for (int c = 0; c < 4; ++c) {
+    MPI_Op op;
+    MPI_Op_create(gapped[c].fn, gapped[c].commute, &op);
+    for (int k = 0; k < 3; ++k) run_gapped(&gapped[c], op, counts[k], calls);
+    MPI_Op_free(&op);
+  }
+  for (int f = 0; f < kGappedFnCount; ++f) expect_counts(marks[f], calls[f], 0, __LINE__);
+  for (int c = 0; c < 4; ++c) MPI_Type_free(&gapped[c].type);
+}
+
+/* Contiguous elements of sizes no libcoll datatype has: 12 bytes go packed
+ * into 16, 40 bytes (more than any has) to MPI. */
+static void test_sizes(void) {
   MPI_Op op;
-  MPI_Op_create(sum3, 1, &op);
-  int in[6], out[6];
-  for (int i = 0; i < 6; ++i) in[i] = rank * 10 + i;
+  MPI_Op_create(sum_ints, 1, &op);
+  int in[20], out[20];
+  for (int i = 0; i < 20; ++i) in[i] = rank * 10 + i;
   struct Mark ar = mark("MPI_Allreduce");
   MPI_Allreduce(in, out, 2, int3_type, op, MPI_COMM_WORLD);
   int bad = 0;
   for (int i = 0; i < 6; ++i) bad += out[i] != 10 * size * (size - 1) / 2 + size * i;
   CHECK(bad == 0, "3-int elements: %d wrong", bad);
+  expect_counts(ar, 1, 0, __LINE__);
+  ar = mark("MPI_Allreduce");
+  MPI_Allreduce(in, out, 2, int10_type, op, MPI_COMM_WORLD);
+  bad = 0;
+  for (int i = 0; i < 20; ++i) bad += out[i] != 10 * size * (size - 1) / 2 + size * i;
+  CHECK(bad == 0, "10-int elements: %d wrong", bad);
   expect_counts(ar, 0, 1, __LINE__);
   MPI_Op_free(&op);
 }
@@ -322,6 +610,8 @@ int main(int argc, char** argv) {
   MPI_Type_commit(&mat_type);
   MPI_Type_contiguous(3, MPI_INT, &int3_type);
   MPI_Type_commit(&int3_type);
+  MPI_Type_contiguous(10, MPI_INT, &int10_type);
+  MPI_Type_commit(&int10_type);
 
   MPI_Op op;
   MPI_Op_create(max_abs, 1, &op);
@@ -329,11 +619,13 @@ int main(int argc, char** argv) {
   MPI_Op_free(&op);
   test_matrices();
   test_free();
-  test_passed();
+  test_gapped();
+  test_sizes();
   CHECK(wrong_type == 0, "%d calls of a user function with another datatype", wrong_type);
 
   MPI_Type_free(&mat_type);
   MPI_Type_free(&int3_type);
+  MPI_Type_free(&int10_type);
   int all = 0;
   PMPI_Allreduce(&errors, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0) {
