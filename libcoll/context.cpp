@@ -471,12 +471,17 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   const Blocker* b = comm.blocked();
   const int peer = b ? b->peer : -1;
   const double waited = std::chrono::duration<double>(now - p.last_progress).count();
-  if (waited > config_.timeout_s)
+  if (waited > config_.timeout_s) {
+    // Which call: the collective and its number on the communicator (calls
+    // are numbered alike on every rank, so the ranks' messages line up).
+    const Operation* op = comm.head();
     fail(COLL_ERR_TIMEOUT,
-         "rank %d timed out after %.1f s waiting for %s from rank %d "
-         "(COLL_TIMEOUT=%g): is every rank calling the same collective?",
+         "rank %d timed out after %.1f s waiting for %s from rank %d in %s%s (call %llu on "
+         "this communicator) (COLL_TIMEOUT=%g): is every rank calling the same collective?",
          comm.rank(), waited, b ? b->what : "progress", peer < 0 ? comm.rank() : peer,
-         config_.timeout_s);
+         op && op->info ? "coll_" : "", op ? op->collective : "no call",
+         static_cast<unsigned long long>(op ? op->seq : 0), config_.timeout_s);
+  }
   if (now >= p.next_peer_check) {
     const Channel& ch = b && b->channel ? *b->channel : comm.channel();
     if (peer >= 0) transport_->check_peer(ch.transport_rank(peer));
