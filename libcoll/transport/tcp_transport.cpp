@@ -92,7 +92,11 @@
 // transport with a message naming the sender and the problem; the target
 // tells the sender (an abort frame) and writes nothing. A connection that
 // closes, or resets, is a lost peer. Every failure is sticky: poll() reports
-// it in an error completion, check_peer() throws it with its message.
+// it in an error completion, check_peer() throws it with its message. The
+// one write a target drops instead is a notice (kWriteNotice: a notice
+// frame, 8 bytes) whose region is gone: a failure or refusal notice to a
+// communicator the target has freed since - moot there, and failing the
+// stream for it would fail every communicator of the pair.
 //
 // Ordering promise: a writer sends all its frames to a peer on one stream
 // (the pair's), and the target applies frames in stream order, each
