@@ -10,6 +10,7 @@
 #include "context.hpp"
 #include "error.hpp"
 #include "selection.hpp"
+#include "user_op.hpp"
 
 namespace coll {
 
@@ -47,6 +48,7 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
   flush_.emplace(*channel_);
   if (ctx.config().check_args && size() > 1) arg_check_ = std::make_unique<ArgCheck>(size());
   fast_path_ = ctx.config().fast_path && channel_->completes_at_post();
+  reproducible_ = ctx.config().reproducible_order;
 }
 
 Communicator::~Communicator() {
@@ -129,10 +131,30 @@ const Blocker* Communicator::blocked() const {
   return head_ ? const_cast<Communicator*>(this)->blocked_on(*head_) : nullptr;
 }
 
+namespace {
+// A reduction whose result's bits depend on the order its operands meet.
+// MIN, MAX and the integer operators do not (integer SUM and PROD wrap
+// exactly); a user operator may.
+bool order_sensitive(const Args& a) {
+  if (!a.reduce) return false;
+  if (is_user_op_handle(a.op)) return true;
+  const bool floating = a.datatype == COLL_FLOAT || a.datatype == COLL_DOUBLE ||
+                        a.datatype == COLL_FLOAT16 || a.datatype == COLL_BFLOAT16;
+  return floating && (a.op == COLL_SUM || a.op == COLL_PROD);
+}
+}  // namespace
+
 [[gnu::always_inline]] inline const Algorithm* Communicator::choose(Coll c, const Args& args) {
   // A non-commutative user operator: the one algorithm that keeps the rank
-  // order, before any knob (a forced ring would give a wrong result).
-  const Algorithm* algo = args.commutative ? nullptr : in_order_algorithm(c);
+  // order, before any knob (a forced ring would give a wrong result). So
+  // too, under COLL_REPRODUCIBLE=order, every reduction whose result
+  // depends on the order of its operands (floating-point SUM and PROD,
+  // user operators): the in-order algorithms all run one recursive-doubling
+  // allreduce, whose association of the operands depends on the number of
+  // ranks alone (in_order_reduce.cpp), not on sizes, chunks or transport.
+  const Algorithm* algo =
+      args.commutative && !(reproducible_ && order_sensitive(args)) ? nullptr
+                                                                    : in_order_algorithm(c);
   if (!algo) algo = ctx_.forced(c);
   if (!algo) algo = hierarchical_[int(c)];
   if (!algo) {

@@ -262,6 +262,7 @@ class Communicator {
   std::vector<std::unique_ptr<Operation>> refused_ops_;
   // COLL_FAST_PATH and a channel where writes complete at post.
   bool fast_path_ = false;
+  bool reproducible_ = false;  // COLL_REPRODUCIBLE=order
   int failed_status_ = 0;
   std::string failed_message_;
   std::mutex progress_mutex_;
