@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 dir=build-fuzz
 CC=clang CXX=clang++ ./scripts/build.sh "$dir" -Dfuzz=true -Dtests=false -Dbench=false \
-  -Dmpi=disabled -Db_lundef=false
+  -Dmpi=disabled -Dtorch=disabled -Db_lundef=false
 work=$(mktemp -d /tmp/coll-fuzz.XXXXXX)
 status=0
 for target in fuzz_rendezvous fuzz_collrun_answer fuzz_tcp_frames fuzz_hostfile fuzz_tuning \

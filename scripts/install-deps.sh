@@ -24,6 +24,9 @@ PKGS=(
   # applications run through the shim (tests/apps, suite mpi-apps)
   gfortran hpcc mumps-test
   lammps python3-mpi4py                              # LAMMPS, mpi4py through the shim (tests/apps)
+  # The torch.distributed backend (torch_libcoll, suite torch): Debian's
+  # torch 1.13, its C++ headers and libraries, pybind11 and Python's headers.
+  python3-torch libtorch-dev pybind11-dev python3-dev
   qemu-system-x86 busybox-static ibverbs-utils rdmacm-utils perftest iproute2 kmod cpio
 )
 

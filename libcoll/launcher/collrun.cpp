@@ -6,9 +6,12 @@
 // SIGINT, SIGTERM, SIGHUP), the rendezvous sockets and the ranks' output
 // pipes, with the --timeout and kill deadlines as the poll timeout, so
 // collrun never blocks on any one rank.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +50,10 @@ namespace {
 
 namespace proto = coll::collrun_protocol;
 using Clock = std::chrono::steady_clock;
+
+// torch.distributed's env:// variables, set for every rank (also remote).
+constexpr const char* kTorchNames[] = {"RANK",        "LOCAL_RANK", "WORLD_SIZE",
+                                       "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
 
 constexpr int kUsageStatus = 2;
 constexpr int kTimeoutStatus = 124;  // as timeout(1)
@@ -122,6 +129,24 @@ std::vector<std::string> own_environment_without_pmix() {
     if (!text.starts_with("PMIX_")) env.emplace_back(text);
   }
   return env;
+}
+
+// A TCP port free on this host now, for torch's MASTER_PORT (rank 0's
+// TCPStore listens there): the kernel's choice for a socket bound to port 0,
+// closed again. Another process may take it before rank 0 does (torch then
+// fails to listen, naming the port); "" when no socket could be bound.
+std::string free_tcp_port() {
+  coll::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return "";
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    return "";
+  return std::to_string(ntohs(address.sin_port));
 }
 
 std::string working_directory() {
@@ -253,7 +278,30 @@ class Job {
     // A local rank's environment only (readable by its user and root);
     // remote ranks read it from their lifeline (remote_rank_script).
     env.set(coll::job_secret::kEnv, secret_);
+    // torch.distributed's env:// rendezvous (what torchrun sets), so that
+    // `collrun -np N python3 train.py` runs a script written for torchrun:
+    // rank 0's TCPStore at MASTER_ADDR:MASTER_PORT, unless the user set
+    // them (in collrun's environment or with -x). RANK and the sizes are
+    // collrun's own, as COLL_RANK is.
+    if (!env.contains("MASTER_PORT")) {
+      std::string port = free_tcp_port();
+      if (port.empty())
+        say("no free TCP port found for MASTER_PORT; torch's env:// rendezvous needs one");
+      else
+        env.set("MASTER_PORT", port);
+    }
+    master_addr_given_ = env.contains("MASTER_ADDR");
+    env.set("WORLD_SIZE", std::to_string(plan_.num_ranks));
     return env;
+  }
+
+  // Where rank 0 runs, as another rank reaches it: 127.0.0.1 for ranks on
+  // this host when rank 0 is here, the rendezvous' address for remote ones;
+  // rank 0's host name when rank 0 is remote.
+  std::string master_addr_for(const PlannedHost& host) const {
+    const PlannedHost& first = plan_.host_of(0);
+    if (!first.local) return first.name;
+    return host.local ? "127.0.0.1" : rendezvous_.remote_ip;
   }
 
   RankEnvironment rank_environment(const RankEnvironment& shared, int rank) {
@@ -265,6 +313,10 @@ class Job {
     env.set(proto::kEnvRank, std::to_string(rank));
     env.set(proto::kEnvLocalRank, std::to_string(plan_.local_rank[size_t(rank)]));
     env.set(proto::kEnvLocalSize, std::to_string(host.ranks));
+    env.set("RANK", std::to_string(rank));
+    env.set("LOCAL_RANK", std::to_string(plan_.local_rank[size_t(rank)]));
+    env.set("LOCAL_WORLD_SIZE", std::to_string(host.ranks));
+    if (!master_addr_given_) env.set("MASTER_ADDR", master_addr_for(host));
     // libcoll's choice of shared memory or TCP for each pair then matches
     // the placement (an explicit -x COLL_HOST_ID still wins).
     bool host_id_exported = std::find(exported_names_.begin(), exported_names_.end(),
@@ -337,7 +389,9 @@ class Job {
         spawn.stdin_fd = rank == 0 ? rank0_stdin : -1;
         spawn.cpus = binding[size_t(rank)];
       } else {
-        RemoteRank remote{cwd, env.for_remote_rank(exported_names_), options_.command};
+        std::vector<std::string> forwarded = exported_names_;
+        forwarded.insert(forwarded.end(), std::begin(kTorchNames), std::end(kTorchNames));
+        RemoteRank remote{cwd, env.for_remote_rank(forwarded), options_.command};
         spawn.program_path = agent_.path;
         spawn.argv = agent_command_line(agent_.words, host.name, remote_rank_script(remote));
         spawn.env = agent_env;
@@ -614,6 +668,7 @@ class Job {
   AgentPlan agent_;
   RendezvousPlan rendezvous_;
   std::vector<std::string> exported_names_;  // of -x
+  bool master_addr_given_ = false;  // MASTER_ADDR set by the user: kept
   std::string job_id_;
   std::string secret_;  // hex, as COLL_JOB_SECRET; never printed
   SignalPipe signals_;

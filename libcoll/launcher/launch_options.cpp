@@ -177,6 +177,9 @@ COLL_LOCAL_RANK, COLL_LOCAL_SIZE, COLL_JOBID and COLL_JOB_SECRET are set in
 each rank's environment; with hosts given, COLL_HOST_ID=<host as given>
 too, so that libcoll uses shared memory within a host and TCP between
 hosts). Only processes that prove COLL_JOB_SECRET join the rendezvous.
+For torch.distributed's env:// (as torchrun), RANK, LOCAL_RANK, WORLD_SIZE
+and LOCAL_WORLD_SIZE are set too, and MASTER_ADDR (where rank 0 runs) and
+MASTER_PORT (a port free on this host) unless set already.
 
   -n N, -np N, --np N   number of ranks (required without hosts; with
                         hosts, default: one rank a slot)

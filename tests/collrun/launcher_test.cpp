@@ -120,6 +120,43 @@ TEST_F(CollrunTest, EnvironmentNamesTheJob) {
   EXPECT_EQ(again.out.find(job_id), std::string::npos) << again.out;
 }
 
+// torch.distributed's env:// variables, as torchrun sets them: a script
+// written for torchrun runs under collrun unchanged.
+TEST_F(CollrunTest, EnvironmentForTorch) {
+  ProcessResult r = collrun({"-np", "2", helper_, "env", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                             "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"},
+                            {"RANK=7", "MASTER_ADDR", "MASTER_PORT"});
+  ASSERT_EQ(r.status, 0) << explain(r);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.out, match, std::regex("rank 0 MASTER_PORT=([0-9]+)\n")))
+      << explain(r);
+  const int port = std::stoi(match[1]);
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string tag = "rank " + std::to_string(rank) + " ";
+    // collrun's rank, not an outer RANK.
+    EXPECT_NE(r.out.find(tag + "RANK=" + std::to_string(rank) + "\n"), std::string::npos)
+        << explain(r);
+    EXPECT_NE(r.out.find(tag + "LOCAL_RANK=" + std::to_string(rank) + "\n"), std::string::npos);
+    EXPECT_NE(r.out.find(tag + "WORLD_SIZE=2\n"), std::string::npos);
+    EXPECT_NE(r.out.find(tag + "LOCAL_WORLD_SIZE=2\n"), std::string::npos);
+    EXPECT_NE(r.out.find(tag + "MASTER_ADDR=127.0.0.1\n"), std::string::npos);
+    EXPECT_NE(r.out.find(tag + "MASTER_PORT=" + match[1].str() + "\n"), std::string::npos);
+  }
+
+  // The user's MASTER_ADDR and MASTER_PORT are kept.
+  ProcessResult given = collrun({"-np", "2", helper_, "env", "MASTER_ADDR", "MASTER_PORT"},
+                                {"MASTER_ADDR=10.1.2.3", "MASTER_PORT=29555"});
+  ASSERT_EQ(given.status, 0) << explain(given);
+  for (std::string rank : {"0", "1"}) {
+    EXPECT_NE(given.out.find("rank " + rank + " MASTER_ADDR=10.1.2.3\n"), std::string::npos)
+        << explain(given);
+    EXPECT_NE(given.out.find("rank " + rank + " MASTER_PORT=29555\n"), std::string::npos)
+        << explain(given);
+  }
+}
+
 TEST_F(CollrunTest, DashXForwardsAndSets) {
   ProcessResult r =
       collrun({"-x", "FORWARDED_VAR", "-x", "SET_VAR=set value", "-x", "COLL_FAKE=a=b", "-np", "2",

@@ -1,0 +1,778 @@
+#include "process_group.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace torch_libcoll {
+namespace {
+
+// What libcoll does not do, as torch users read it.
+[[noreturn]] void unsupported(const std::string& what) {
+  TORCH_CHECK(false, what, " is not supported by libcoll");
+}
+
+// A failed libcoll call: its status and libcoll's own detail.
+std::string libcoll_error(const char* call, int status, coll_comm_t comm) {
+  std::string text = std::string("libcoll: ") + call + " failed: " + coll_strerror(status);
+  const char* detail = coll_comm_last_error(comm);
+  if (detail && *detail) text += std::string(": ") + detail;
+  return text;
+}
+
+void check_status(const char* call, int status, coll_comm_t comm) {
+  if (status != COLL_SUCCESS) TORCH_CHECK(false, libcoll_error(call, status, comm));
+}
+
+coll_datatype_t datatype_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return COLL_FLOAT;
+    case at::kDouble: return COLL_DOUBLE;
+    case at::kHalf: return COLL_FLOAT16;
+    case at::kBFloat16: return COLL_BFLOAT16;
+    case at::kChar: return COLL_INT8;
+    case at::kShort: return COLL_INT16;
+    case at::kInt: return COLL_INT32;
+    case at::kLong: return COLL_INT64;
+    case at::kByte: return COLL_UINT8;
+    case at::kBool: return COLL_UINT8;  // 0 or 1 in a byte; ops mapped below
+    default: unsupported(std::string("dtype ") + c10::toString(t.scalar_type()));
+  }
+}
+
+// libcoll's operator for torch's on tensors of `type`, and whether the
+// result is then divided by the group's size (AVG: a SUM, then the division).
+struct OpPlan {
+  coll_op_t op;
+  bool average = false;
+};
+
+OpPlan op_of(const c10d::ReduceOp& reduce_op, at::ScalarType type) {
+  const bool is_float = at::isFloatingType(type);
+  const bool is_bool = type == at::kBool;
+  const auto name = [&](const char* op) {
+    return std::string("ReduceOp.") + op + " on " + c10::toString(type) + " tensors";
+  };
+  switch (static_cast<c10d::ReduceOp::RedOpType>(reduce_op)) {
+    // bool: SUM and MAX are a logical or, PRODUCT and MIN a logical and (as
+    // torch computes them on bool tensors); on 0/1 bytes these are BOR, BAND.
+    case c10d::ReduceOp::SUM: return {is_bool ? COLL_BOR : COLL_SUM};
+    case c10d::ReduceOp::AVG:
+      if (!is_float) unsupported(name("AVG"));
+      return {COLL_SUM, true};
+    case c10d::ReduceOp::PRODUCT: return {is_bool ? COLL_BAND : COLL_PROD};
+    case c10d::ReduceOp::MIN: return {is_bool ? COLL_BAND : COLL_MIN};
+    case c10d::ReduceOp::MAX: return {is_bool ? COLL_BOR : COLL_MAX};
+    case c10d::ReduceOp::BAND:
+      if (is_float) unsupported(name("BAND"));
+      return {COLL_BAND};
+    case c10d::ReduceOp::BOR:
+      if (is_float) unsupported(name("BOR"));
+      return {COLL_BOR};
+    case c10d::ReduceOp::BXOR:
+      if (is_float) unsupported(name("BXOR"));
+      return {COLL_BXOR};
+    default: unsupported("ReduceOp " + std::to_string(int(reduce_op.op_)));
+  }
+}
+
+void check_tensor(const at::Tensor& t, const char* call) {
+  if (!t.device().is_cpu())
+    unsupported(std::string(call) + " on a " + t.device().str() + " tensor (CPU tensors only)");
+  if (t.layout() != at::kStrided) unsupported(std::string(call) + " on a sparse tensor");
+  datatype_of(t);
+}
+
+void check_same_type(const at::Tensor& t, const at::Tensor& like, const char* call) {
+  check_tensor(t, call);
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "libcoll: ", call,
+              ": tensors of different dtypes (", c10::toString(t.scalar_type()), " and ",
+              c10::toString(like.scalar_type()), ")");
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* call) {
+  TORCH_CHECK(tensors.size() == 1, "libcoll: ", call, " takes one tensor per call, not ",
+              tensors.size());
+  check_tensor(tensors[0], call);
+  return tensors[0];
+}
+
+size_t count_of(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
+
+// The tensors' elements one after another, in a new contiguous 1-D tensor.
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive pieces of the 1-D `flat` into `tensors`.
+void unflatten_into(const at::Tensor& flat, const std::vector<at::Tensor>& tensors,
+                    int64_t offset = 0) {
+  for (const at::Tensor& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+std::vector<size_t> prefix_sums(const std::vector<size_t>& counts) {
+  std::vector<size_t> displs(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
+  return displs;
+}
+
+// The one lock that every start of an operation takes: libcoll wants the
+// operations of a communicator started by one thread at a time, in the same
+// order on every rank (DDP's reducer and the Python thread may both start).
+std::mutex& start_mutex() {
+  static std::mutex* mutex = new std::mutex;
+  return *mutex;
+}
+bool world_taken = false;  // under start_mutex: a group already runs on coll_comm_world
+int next_tag = 1;          // under start_mutex: coll_comm_create_group's tags
+
+// Drives the operations no caller waits for (DDP waits on futures only):
+// one thread a process, polling each work in flight with coll_test; it
+// yields between rounds while any is pending and sleeps when none is.
+class Progress {
+ public:
+  static Progress& get() {
+    static Progress* progress = new Progress;  // never destroyed: shutdown() joins it
+    return *progress;
+  }
+
+  void add(c10::intrusive_ptr<WorkLibcoll> work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { run(); });
+    pending_.push_back(std::move(work));
+    wake_.notify_one();
+  }
+
+  // Returns once every work added has completed.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      wake_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    int idle_rounds = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      if (pending_.empty()) {
+        if (stopping_) return;
+        wake_.wait(lock);
+        idle_rounds = 0;
+        continue;
+      }
+      std::vector<c10::intrusive_ptr<WorkLibcoll>> round = pending_;
+      lock.unlock();
+      std::vector<WorkLibcoll*> done;
+      for (const auto& work : round)
+        if (work->poll()) done.push_back(work.get());
+      round.clear();
+      lock.lock();
+      std::erase_if(pending_, [&](const c10::intrusive_ptr<WorkLibcoll>& work) {
+        return std::find(done.begin(), done.end(), work.get()) != done.end();
+      });
+      idle_rounds = done.empty() ? idle_rounds + 1 : 0;
+      if (idle_rounds < 64) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      } else {
+        wake_.wait_for(lock, std::chrono::microseconds(200));
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<c10::intrusive_ptr<WorkLibcoll>> pending_;
+  std::thread thread_;
+  bool stopping_ = false;
+};
+
+// libcoll's world, initialised by the first process group (at
+// COLL_THREAD_MULTIPLE: the progress thread tests while callers start and
+// wait). The group's timeout becomes COLL_TIMEOUT unless that is set.
+coll_comm_t init_world(std::chrono::milliseconds timeout) {
+  int initialized = 0;
+  coll_initialized(&initialized);
+  if (!initialized) {
+    if (timeout.count() > 0)
+      ::setenv("COLL_TIMEOUT", std::to_string(double(timeout.count()) / 1000.0).c_str(), 0);
+    int provided = 0;
+    check_status("coll_init_thread",
+                 coll_init_thread(nullptr, nullptr, COLL_THREAD_MULTIPLE, &provided),
+                 COLL_COMM_NULL);
+  }
+  coll_comm_t world = coll_comm_world();
+  TORCH_CHECK(world != COLL_COMM_NULL, "libcoll: no world communicator (finalized already?)");
+  return world;
+}
+
+std::vector<uint8_t> bytes_of(const std::string& text) {
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+int int_of(const std::vector<uint8_t>& bytes) {
+  return std::stoi(std::string(bytes.begin(), bytes.end()));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the work
+
+WorkLibcoll::WorkLibcoll(int rank, c10d::OpType type, const char* name, coll_comm_t comm,
+                         std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      name_(name),
+      comm_(comm),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+WorkLibcoll::~WorkLibcoll() {
+  // A work is destroyed complete: the progress thread holds it until then.
+  std::lock_guard<std::mutex> lock(request_mutex_);
+  if (!request_done_ && request_ != COLL_REQUEST_NULL) coll_wait(&request_);
+}
+
+void WorkLibcoll::start(const std::function<int(coll_request_t*)>& start) {
+  std::lock_guard<std::mutex> lock(request_mutex_);
+  check_status(name_, start(&request_), comm_);
+}
+
+void WorkLibcoll::complete_locked(int status) {
+  request_done_ = true;
+  std::exception_ptr error;
+  if (status == COLL_SUCCESS) {
+    try {
+      for (const auto& action : after_success) action();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  } else {
+    error = std::make_exception_ptr(std::runtime_error(libcoll_error(name_, status, comm_)));
+  }
+  after_success.clear();
+  keep.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    exception_ = error;
+  }
+  cv_.notify_all();
+  // The future's callbacks (DDP's) run here, in the completing thread.
+  if (error)
+    future_->setError(error);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool WorkLibcoll::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+bool WorkLibcoll::poll() {
+  std::unique_lock<std::mutex> lock(request_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // a caller is waiting for it
+  if (request_done_) return true;
+  int flag = 0;
+  int status = coll_test(&request_, &flag);
+  if (status != COLL_SUCCESS || flag) complete_locked(status);
+  return request_done_;
+}
+
+bool WorkLibcoll::isCompleted() {
+  poll();
+  return done();
+}
+
+bool WorkLibcoll::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ && !exception_;
+}
+
+std::exception_ptr WorkLibcoll::exception() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exception_;
+}
+
+std::vector<at::Tensor> WorkLibcoll::result() { return outputs_; }
+
+bool WorkLibcoll::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) {
+    std::lock_guard<std::mutex> lock(request_mutex_);
+    if (!request_done_) complete_locked(coll_wait(&request_));
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!poll()) {
+      if (done()) break;  // completed by the thread that held it
+      TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "libcoll: ", name_,
+                  " not complete within ", timeout.count(), " ms");
+      std::this_thread::yield();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkLibcoll::getFuture() { return future_; }
+
+// --------------------------------------------------------- process group
+
+ProcessGroupLibcoll::ProcessGroupLibcoll(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                         int size, std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(rank, size) {
+  std::lock_guard<std::mutex> lock(start_mutex());
+  coll_comm_t world = init_world(timeout);
+  int world_rank = 0, world_size = 0;
+  check_status("coll_comm_rank", coll_comm_rank(world, &world_rank), world);
+  check_status("coll_comm_size", coll_comm_size(world, &world_size), world);
+  TORCH_CHECK(size <= world_size, "libcoll: torch's process group has ", size,
+              " ranks but libcoll's world has ", world_size, " (bootstrap \"",
+              coll_comm_bootstrap_name(world),
+              "\"): start the job with collrun (collrun -np ", size,
+              " python3 script.py), mpirun or srun; bootstrapping libcoll from torch's "
+              "store alone is not supported yet");
+
+  // The members' world ranks, in group order, and the creation's tag,
+  // through the group's store (only the members get here).
+  store->set("libcoll/world_rank/" + std::to_string(rank), bytes_of(std::to_string(world_rank)));
+  if (rank == 0) store->set("libcoll/tag", bytes_of(std::to_string(next_tag++)));
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i)
+    ranks[size_t(i)] = int_of(store->get("libcoll/world_rank/" + std::to_string(i)));
+  const int tag = int_of(store->get("libcoll/tag"));
+
+  bool whole_world = size == world_size;
+  for (int i = 0; i < size && whole_world; ++i) whole_world = ranks[size_t(i)] == i;
+  if (whole_world && !world_taken) {
+    world_taken = true;  // the same on every process: they all see every such group
+    comm_ = world;
+  } else {
+    check_status("coll_comm_create_group",
+                 coll_comm_create_group(world, size, ranks.data(), tag, &comm_), world);
+  }
+}
+
+// The communicator is not freed here: coll_comm_free is a collective, and
+// torch destroys groups in no agreed order. coll_finalize (shutdown) frees it.
+ProcessGroupLibcoll::~ProcessGroupLibcoll() = default;
+
+c10::intrusive_ptr<WorkLibcoll> ProcessGroupLibcoll::make_work(c10d::OpType type,
+                                                               const char* name,
+                                                               std::vector<at::Tensor> outputs) {
+  return c10::make_intrusive<WorkLibcoll>(rank_, type, name, comm_, std::move(outputs));
+}
+
+void ProcessGroupLibcoll::launch(const c10::intrusive_ptr<WorkLibcoll>& work,
+                                 const std::function<int(coll_request_t*)>& start) {
+  {
+    std::lock_guard<std::mutex> lock(start_mutex());
+    work->start(start);
+  }
+  Progress::get().add(work);
+}
+
+namespace {
+
+// A contiguous tensor with t's elements: t itself when contiguous, else a
+// copy kept by the work, copied back into t after success when `back`.
+at::Tensor stage(const at::Tensor& t, WorkLibcoll& work, bool back) {
+  if (t.is_contiguous()) return t;
+  at::Tensor buffer = t.contiguous();
+  work.keep.push_back(buffer);
+  if (back) work.after_success.push_back([t, buffer] { t.copy_(buffer); });
+  return buffer;
+}
+
+// AVG: the SUM divided by the group's size, before any copy back.
+void average_first(WorkLibcoll& work, const OpPlan& plan, const at::Tensor& result, int size) {
+  if (!plan.average) return;
+  work.after_success.insert(work.after_success.begin(), [result, size] { result.div_(size); });
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::broadcast(std::vector<at::Tensor>& tensors,
+                                                              const c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = single(tensors, "broadcast");
+  auto work = make_work(c10d::OpType::BROADCAST, "coll_ibcast", tensors);
+  at::Tensor buffer = stage(t, *work, true);
+  const int root = int(opts.rootRank);
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_ibcast(buffer.data_ptr(), count_of(buffer), datatype_of(buffer), root, comm,
+                       request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::allreduce(std::vector<at::Tensor>& tensors,
+                                                              const c10d::AllreduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "allreduce");
+  const OpPlan plan = op_of(opts.reduceOp, t.scalar_type());
+  auto work = make_work(c10d::OpType::ALLREDUCE, "coll_iallreduce", tensors);
+  at::Tensor buffer = stage(t, *work, true);
+  average_first(*work, plan, buffer, size_);
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_iallreduce(COLL_IN_PLACE, buffer.data_ptr(), count_of(buffer),
+                           datatype_of(buffer), plan.op, comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "libcoll: allreduce_coalesced of no tensors");
+  for (const at::Tensor& t : tensors) check_same_type(t, tensors[0], "allreduce_coalesced");
+  const OpPlan plan = op_of(opts.reduceOp, tensors[0].scalar_type());
+  auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, "coll_iallreduce", tensors);
+  at::Tensor flat = flatten(tensors);
+  work->keep.push_back(flat);
+  average_first(*work, plan, flat, size_);
+  work->after_success.push_back([flat, tensors] { unflatten_into(flat, tensors); });
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_iallreduce(COLL_IN_PLACE, flat.data_ptr(), count_of(flat), datatype_of(flat),
+                           plan.op, comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::reduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::ReduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "reduce");
+  const OpPlan plan = op_of(opts.reduceOp, t.scalar_type());
+  const int root = int(opts.rootRank);
+  const bool is_root = root == rank_;
+  auto work = make_work(c10d::OpType::REDUCE, "coll_ireduce", tensors);
+  at::Tensor buffer = stage(t, *work, is_root);
+  if (is_root) average_first(*work, plan, buffer, size_);
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_ireduce(is_root ? COLL_IN_PLACE : buffer.data_ptr(),
+                        is_root ? buffer.data_ptr() : nullptr, count_of(buffer),
+                        datatype_of(buffer), plan.op, root, comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  const at::Tensor& input = single(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == size_t(size_),
+              "libcoll: allgather takes one list of ", size_, " output tensors");
+  const std::vector<at::Tensor>& list = outputs[0];
+  for (const at::Tensor& t : list) check_same_type(t, input, "allgather");
+  auto work = make_work(c10d::OpType::ALLGATHER, "coll_iallgatherv", list);
+  for (const at::Tensor& t : list) work->counts_a.push_back(count_of(t));
+  work->counts_b = prefix_sums(work->counts_a);
+  at::Tensor send = stage(input, *work, false);
+  at::Tensor flat = at::empty({int64_t(work->counts_b.back() + work->counts_a.back())},
+                              input.options());
+  work->keep.push_back(flat);
+  work->after_success.push_back([flat, list] { unflatten_into(flat, list); });
+  coll_comm_t comm = comm_;
+  WorkLibcoll* w = work.get();
+  launch(work, [=](coll_request_t* request) {
+    return coll_iallgatherv(send.data_ptr(), count_of(send), flat.data_ptr(), w->counts_a.data(),
+                            w->counts_b.data(), datatype_of(send), comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
+  check_tensor(input, "_allgather_base");
+  check_same_type(output, input, "_allgather_base");
+  TORCH_CHECK(output.numel() == input.numel() * size_, "libcoll: _allgather_base: the output has ",
+              output.numel(), " elements, not the group's size times the input's (",
+              input.numel() * size_, ")");
+  auto work = make_work(c10d::OpType::_ALLGATHER_BASE, "coll_iallgather", {output});
+  at::Tensor send = stage(input, *work, false);
+  at::Tensor receive = stage(output, *work, true);
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_iallgather(send.data_ptr(), receive.data_ptr(), count_of(send), datatype_of(send),
+                           comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  TORCH_CHECK(!inputs.empty(), "libcoll: allgather_coalesced of no tensors");
+  TORCH_CHECK(outputs.size() == size_t(size_), "libcoll: allgather_coalesced takes ", size_,
+              " output lists, one a rank");
+  for (const at::Tensor& t : inputs) check_same_type(t, inputs[0], "allgather_coalesced");
+  std::vector<at::Tensor> all_outputs;
+  for (const auto& list : outputs) {
+    TORCH_CHECK(list.size() == inputs.size(),
+                "libcoll: allgather_coalesced: each output list has one tensor an input");
+    for (size_t i = 0; i < list.size(); ++i) {
+      check_same_type(list[i], inputs[0], "allgather_coalesced");
+      TORCH_CHECK(list[i].numel() == inputs[i].numel(),
+                  "libcoll: allgather_coalesced: an output's size differs from its input's");
+      all_outputs.push_back(list[i]);
+    }
+  }
+  auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, "coll_iallgather", all_outputs);
+  at::Tensor send = flatten(inputs);
+  at::Tensor flat = at::empty({send.numel() * size_}, send.options());
+  work->keep.push_back(send);
+  work->keep.push_back(flat);
+  work->after_success.push_back([flat, all_outputs] { unflatten_into(flat, all_outputs); });
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_iallgather(send.data_ptr(), flat.data_ptr(), count_of(send), datatype_of(send),
+                           comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const at::Tensor& input = single(inputs, "gather");
+  const int root = int(opts.rootRank);
+  const bool is_root = root == rank_;
+  std::vector<at::Tensor> list;
+  if (is_root) {
+    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == size_t(size_),
+                "libcoll: gather takes, at the root, one list of ", size_, " output tensors");
+    list = outputs[0];
+    for (const at::Tensor& t : list) {
+      check_same_type(t, input, "gather");
+      TORCH_CHECK(t.numel() == input.numel(),
+                  "libcoll: gather: an output's size differs from the input's");
+    }
+  } else {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                "libcoll: gather takes output tensors at the root only");
+  }
+  auto work = make_work(c10d::OpType::GATHER, "coll_igather", list);
+  at::Tensor send = stage(input, *work, false);
+  at::Tensor flat;
+  if (is_root) {
+    flat = at::empty({input.numel() * size_}, input.options());
+    work->keep.push_back(flat);
+    work->after_success.push_back([flat, list] { unflatten_into(flat, list); });
+  }
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_igather(send.data_ptr(), is_root ? flat.data_ptr() : nullptr, count_of(send),
+                        datatype_of(send), root, comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const at::Tensor& output = single(outputs, "scatter");
+  const int root = int(opts.rootRank);
+  const bool is_root = root == rank_;
+  at::Tensor send;
+  if (is_root) {
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == size_t(size_),
+                "libcoll: scatter takes, at the root, one list of ", size_, " input tensors");
+    for (const at::Tensor& t : inputs[0]) {
+      check_same_type(t, output, "scatter");
+      TORCH_CHECK(t.numel() == output.numel(),
+                  "libcoll: scatter: an input's size differs from the output's");
+    }
+    send = flatten(inputs[0]);
+  } else {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                "libcoll: scatter takes input tensors at the root only");
+  }
+  auto work = make_work(c10d::OpType::SCATTER, "coll_iscatter", outputs);
+  if (is_root) work->keep.push_back(send);
+  at::Tensor receive = stage(output, *work, true);
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_iscatter(is_root ? send.data_ptr() : nullptr, receive.data_ptr(),
+                         count_of(receive), datatype_of(receive), root, comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& output = single(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == size_t(size_),
+              "libcoll: reduce_scatter takes one list of ", size_, " input tensors");
+  for (const at::Tensor& t : inputs[0]) check_same_type(t, output, "reduce_scatter");
+  TORCH_CHECK(inputs[0][size_t(rank_)].numel() == output.numel(),
+              "libcoll: reduce_scatter: this rank's input differs in size from its output");
+  const OpPlan plan = op_of(opts.reduceOp, output.scalar_type());
+  auto work = make_work(c10d::OpType::REDUCE_SCATTER, "coll_ireduce_scatter", outputs);
+  for (const at::Tensor& t : inputs[0]) work->counts_a.push_back(count_of(t));
+  at::Tensor send = flatten(inputs[0]);
+  work->keep.push_back(send);
+  at::Tensor receive = stage(output, *work, true);
+  average_first(*work, plan, receive, size_);
+  coll_comm_t comm = comm_;
+  WorkLibcoll* w = work.get();
+  launch(work, [=](coll_request_t* request) {
+    return coll_ireduce_scatter(send.data_ptr(), receive.data_ptr(), w->counts_a.data(),
+                                datatype_of(receive), plan.op, comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  check_tensor(output, "_reduce_scatter_base");
+  check_same_type(input, output, "_reduce_scatter_base");
+  TORCH_CHECK(input.numel() == output.numel() * size_, "libcoll: _reduce_scatter_base: the input has ",
+              input.numel(), " elements, not the group's size times the output's (",
+              output.numel() * size_, ")");
+  const OpPlan plan = op_of(opts.reduceOp, output.scalar_type());
+  auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "coll_ireduce_scatter_block", {output});
+  at::Tensor send = stage(input, *work, false);
+  at::Tensor receive = stage(output, *work, true);
+  average_first(*work, plan, receive, size_);
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) {
+    return coll_ireduce_scatter_block(send.data_ptr(), receive.data_ptr(), count_of(receive),
+                                      datatype_of(receive), plan.op, comm, request);
+  });
+  return work;
+}
+
+namespace {
+
+// Elements a rank sends (or receives) in alltoall_base: the splits are in
+// rows of dim 0; none given: equal parts.
+std::vector<size_t> split_counts(const at::Tensor& t, const std::vector<int64_t>& splits,
+                                 int size, const char* which) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+  std::vector<size_t> counts;
+  if (splits.empty()) {
+    TORCH_CHECK(rows % size == 0, "libcoll: alltoall_base: the ", which, "'s ", rows,
+                " rows do not split equally among ", size, " ranks");
+    counts.assign(size_t(size), size_t(rows / size * row));
+    return counts;
+  }
+  TORCH_CHECK(splits.size() == size_t(size), "libcoll: alltoall_base: ", splits.size(), " ",
+              which, " splits for ", size, " ranks");
+  TORCH_CHECK(std::accumulate(splits.begin(), splits.end(), int64_t(0)) == rows,
+              "libcoll: alltoall_base: the ", which, " splits do not add up to its ", rows,
+              " rows");
+  for (int64_t split : splits) counts.push_back(size_t(split * row));
+  return counts;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& /*opts*/) {
+  check_tensor(input, "alltoall_base");
+  check_same_type(output, input, "alltoall_base");
+  auto work = make_work(c10d::OpType::ALLTOALL_BASE, "coll_ialltoallv", {output});
+  work->counts_a = split_counts(input, input_splits, size_, "input");
+  work->counts_b = prefix_sums(work->counts_a);
+  work->counts_c = split_counts(output, output_splits, size_, "output");
+  work->counts_d = prefix_sums(work->counts_c);
+  at::Tensor send = stage(input, *work, false);
+  at::Tensor receive = stage(output, *work, true);
+  coll_comm_t comm = comm_;
+  WorkLibcoll* w = work.get();
+  launch(work, [=](coll_request_t* request) {
+    return coll_ialltoallv(send.data_ptr(), w->counts_a.data(), w->counts_b.data(),
+                           receive.data_ptr(), w->counts_c.data(), w->counts_d.data(),
+                           datatype_of(send), comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::alltoall(std::vector<at::Tensor>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllToAllOptions& /*opts*/) {
+  TORCH_CHECK(inputs.size() == size_t(size_) && outputs.size() == size_t(size_),
+              "libcoll: alltoall takes ", size_, " input and ", size_, " output tensors");
+  for (const at::Tensor& t : inputs) check_same_type(t, inputs[0], "alltoall");
+  for (const at::Tensor& t : outputs) check_same_type(t, inputs[0], "alltoall");
+  auto work = make_work(c10d::OpType::ALLTOALL, "coll_ialltoallv", outputs);
+  for (const at::Tensor& t : inputs) work->counts_a.push_back(count_of(t));
+  for (const at::Tensor& t : outputs) work->counts_c.push_back(count_of(t));
+  work->counts_b = prefix_sums(work->counts_a);
+  work->counts_d = prefix_sums(work->counts_c);
+  at::Tensor send = flatten(inputs);
+  at::Tensor flat = at::empty({int64_t(work->counts_d.back() + work->counts_c.back())},
+                              inputs[0].options());
+  work->keep.push_back(send);
+  work->keep.push_back(flat);
+  work->after_success.push_back([flat, outputs] { unflatten_into(flat, outputs); });
+  coll_comm_t comm = comm_;
+  WorkLibcoll* w = work.get();
+  launch(work, [=](coll_request_t* request) {
+    return coll_ialltoallv(send.data_ptr(), w->counts_a.data(), w->counts_b.data(),
+                           flat.data_ptr(), w->counts_c.data(), w->counts_d.data(),
+                           datatype_of(send), comm, request);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::barrier(const c10d::BarrierOptions& /*opts*/) {
+  auto work = make_work(c10d::OpType::BARRIER, "coll_ibarrier", {});
+  coll_comm_t comm = comm_;
+  launch(work, [=](coll_request_t* request) { return coll_ibarrier(comm, request); });
+  return work;
+}
+
+// A barrier that ends in an error, not a hang, when a rank is missing:
+// libcoll's barrier fails at COLL_TIMEOUT (or at once on a dead peer),
+// naming what it saw. It cannot name every missing rank as Gloo's does.
+void ProcessGroupLibcoll::monitoredBarrier(const c10d::BarrierOptions& opts,
+                                           bool /*wait_all_ranks*/) {
+  barrier(opts)->wait();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::send(std::vector<at::Tensor>&, int, int) {
+  unsupported("send (point-to-point)");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::recv(std::vector<at::Tensor>&, int, int) {
+  unsupported("recv (point-to-point)");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::recvAnysource(std::vector<at::Tensor>&,
+                                                                   int) {
+  unsupported("recvAnysource (point-to-point)");
+}
+
+void shutdown() {
+  Progress::get().stop();
+  std::lock_guard<std::mutex> lock(start_mutex());
+  int initialized = 0;
+  coll_initialized(&initialized);
+  if (initialized) coll_finalize();
+}
+
+}  // namespace torch_libcoll
