@@ -380,24 +380,27 @@ void make_comm(coll::Communicator& c, const char* what, Make make, coll_comm_t* 
 
 }  // namespace
 
-extern "C" {
+namespace {
 
-int coll_init_thread(int* /*argc*/, char*** /*argv*/, int required, int* provided) {
+// coll_init_thread and coll_init_oob: `call` names the caller in errors;
+// `make_boot` makes the bootstrap from the configuration's timeout.
+template <typename MakeBoot>
+int init_with(const char* call, int required, int* provided, MakeBoot make_boot) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_initialized) {
-    g_init_error = "coll_init called twice";
+    g_init_error = coll::strfmt("%s: libcoll is initialized already (coll_init called twice)", call);
     return COLL_ERR_INVALID_ARG;
   }
   if (required < COLL_THREAD_SINGLE || required > COLL_THREAD_MULTIPLE) {
     g_init_error = coll::strfmt(
-        "coll_init_thread: required thread level %d (valid: COLL_THREAD_SINGLE .. "
+        "%s: required thread level %d (valid: COLL_THREAD_SINGLE .. "
         "COLL_THREAD_MULTIPLE, 0..3)",
-        required);
+        call, required);
     return COLL_ERR_INVALID_ARG;
   }
   return guarded(g_init_error, [&] {
     coll::Config config = coll::load_config();
-    auto boot = coll::make_bootstrap_from_environment(config.timeout_s);
+    auto boot = make_boot(config.timeout_s);
     g_context = new coll::Context(std::move(boot), config, required);
     auto world = std::make_unique<CommEntry>();
     world->impl = &g_context->world();
@@ -405,6 +408,37 @@ int coll_init_thread(int* /*argc*/, char*** /*argv*/, int required, int* provide
     if (provided) *provided = required;
     g_init_error = std::string();
     g_initialized = true;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int coll_init_thread(int* /*argc*/, char*** /*argv*/, int required, int* provided) {
+  return init_with("coll_init_thread", required, provided, [](double timeout_s) {
+    return coll::make_bootstrap_from_environment(timeout_s);
+  });
+}
+
+int coll_init_oob(const coll_oob_t* oob, int required, int* provided) {
+  // Checked before anything is called: a bad rank or size given to the
+  // allgather would have it write outside its recvbuf.
+  const char* bad = !oob                                 ? "NULL oob"
+                    : !oob->allgather                    ? "NULL oob->allgather"
+                    : oob->size < 1                      ? "oob->size below 1"
+                    : oob->rank < 0 || oob->rank >= oob->size ? "oob->rank outside [0, size)"
+                                                         : nullptr;
+  if (bad) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_init_error = oob ? coll::strfmt("coll_init_oob: %s (rank %d, size %d)", bad, oob->rank,
+                                      oob->size)
+                       : coll::strfmt("coll_init_oob: %s", bad);
+    return COLL_ERR_INVALID_ARG;
+  }
+  const coll_oob_t copy = *oob;
+  return init_with("coll_init_oob", required, provided, [&copy](double timeout_s) {
+    return coll::make_oob_bootstrap(copy, timeout_s);
   });
 }
 

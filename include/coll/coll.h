@@ -174,6 +174,25 @@ enum { COLL_THREAD_SINGLE, COLL_THREAD_FUNNELED, COLL_THREAD_SERIALIZED, COLL_TH
  * every level: *provided (may be NULL) is set to required. */
 int coll_init(int *argc, char ***argv);
 int coll_init_thread(int *argc, char ***argv, int required, int *provided);
+
+/* An allgather the caller provides, for a job that no launcher of
+ * libcoll's started (a framework's own rendezvous: torch's Store, a
+ * key-value service; as UCC's ucc_oob_coll). allgather copies `bytes`
+ * bytes from sendbuf into recvbuf + r * bytes at every rank r of the job,
+ * and returns 0, or a COLL_ERR_* status that coll_init_oob then returns
+ * (any other nonzero value: COLL_ERR_PEER_LOST). Every rank calls it the
+ * same number of times with the same `bytes`, from coll_init_oob and from
+ * coll_finalize only, in the calling thread. libcoll cannot bound its
+ * time: the rendezvous's own timeout is the only one. */
+typedef struct coll_oob {
+  int rank; /* this process's rank, 0 .. size - 1 */
+  int size; /* the job's ranks */
+  int (*allgather)(const void *sendbuf, void *recvbuf, size_t bytes, void *state);
+  void *state; /* handed to allgather; must live until coll_finalize returns */
+} coll_oob_t;
+/* coll_init_thread through the caller's allgather instead of the
+ * environment: the world is oob->size ranks, this one oob->rank. */
+int coll_init_oob(const coll_oob_t *oob, int required, int *provided);
 /* Completes every operation still queued, then tears down every
  * communicator (also those not freed) and makes every handle stale. */
 int coll_finalize(void);

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <coll/coll.h>
+
 namespace coll {
 
 class Bootstrap {
@@ -76,6 +78,10 @@ std::string job_id_from_launcher_name(const char* prefix, std::string_view name)
 std::unique_ptr<Bootstrap> make_bootstrap_from_environment(double timeout_s);
 
 std::unique_ptr<Bootstrap> make_singleton_bootstrap();
+// The caller's allgather (coll_init_oob; oob_bootstrap.cpp), checked by
+// the caller: rank in [0, size), allgather set. Agrees on the job's id and
+// secret through it before it returns.
+std::unique_ptr<Bootstrap> make_oob_bootstrap(const coll_oob_t& oob, double timeout_s);
 // nullptr when COLL_BOOTSTRAP is not set.
 std::unique_ptr<Bootstrap> make_collrun_bootstrap(double timeout_s);
 
