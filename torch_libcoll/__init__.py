@@ -4,8 +4,11 @@
     torch.distributed.init_process_group("libcoll")
     torch.distributed.all_reduce(tensor)
 
-Run the job under libcoll's launcher: ``collrun -np 4 python3 train.py``
-(collrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT ... for env://).
+Start the job as for Gloo (torchrun-style RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT for env://, or tcp:// or file://): libcoll bootstraps through
+torch's store. Or under libcoll's launcher, ``collrun -np 4 python3
+train.py`` (it sets those variables), mpirun or srun: then libcoll uses
+the launcher's bootstrap.
 """
 import atexit
 
@@ -18,8 +21,12 @@ __all__ = ["ProcessGroupLibcoll"]
 
 
 def _create(store, rank, size, timeout):
-    """torch 1.13's backend creator: called on the members of each group."""
-    return ProcessGroupLibcoll(store, rank, size, timeout.total_seconds())
+    """torch 1.13's backend creator: called on the members of each group.
+    init_process_group calls it before it sets the default group, so the
+    default group is the one made while torch.distributed is not yet
+    initialized."""
+    return ProcessGroupLibcoll(store, rank, size, timeout.total_seconds(),
+                               default_group=not dist.is_initialized())
 
 
 if "LIBCOLL" not in dist.Backend._plugins:

@@ -15,12 +15,14 @@ PYBIND11_MODULE(_C, m) {
              c10::intrusive_ptr<torch_libcoll::ProcessGroupLibcoll>, c10d::ProcessGroup>(
       m, "ProcessGroupLibcoll")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       double timeout_s) {
+                       double timeout_s, bool default_group) {
              return c10::make_intrusive<torch_libcoll::ProcessGroupLibcoll>(
                  store, rank, size,
-                 std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
+                 std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)),
+                 default_group);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_s"),
+           py::arg("default_group") = false,
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("transport", [](const torch_libcoll::ProcessGroupLibcoll& pg) {
         return std::string(coll_comm_transport_name(pg.comm()));

@@ -4,6 +4,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <cstdlib>
 #include <numeric>
@@ -205,19 +206,94 @@ class Progress {
   bool stopping_ = false;
 };
 
+// Whether a launcher of libcoll's started this process (collrun, a PMIx
+// server: mpirun or srun --mpi=pmix, a PMI-1 server: mpirun.mpich): then
+// its bootstrap is libcoll's, as coll_init_thread chooses it.
+bool started_by_launcher() {
+  for (const char* name : {"COLL_BOOTSTRAP", "PMIX_RANK", "PMIX_NAMESPACE", "PMI_FD"})
+    if (const char* value = std::getenv(name); value && *value) return true;
+  return false;
+}
+
+// libcoll's bootstrap through torch's Store (coll_init_oob), where no
+// launcher started the job: torchrun-style env://, tcp:// and file://.
+// Round k: every rank sets libcoll/oob/k/RANK and gets every rank's; then
+// every rank but 0 sets libcoll/oob/k/read/RANK and rank 0 waits for those,
+// because a TCPStore's server lives in rank 0's process: rank 0 leaving
+// coll_finalize's last round before a peer has read would take the server
+// away from under that peer. Lives until the process ends (libcoll calls
+// it from coll_finalize, at exit): it holds the store so.
+struct StoreRendezvous {
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank = 0;
+  int size = 0;
+  unsigned round = 0;
+  std::string error;  // the store's text for the last failed round
+};
+
+int store_allgather(const void* sendbuf, void* recvbuf, size_t bytes, void* state) {
+  auto& rendezvous = *static_cast<StoreRendezvous*>(state);
+  const std::string round = "libcoll/oob/" + std::to_string(++rendezvous.round);
+  try {
+    const auto* mine = static_cast<const uint8_t*>(sendbuf);
+    rendezvous.store->set(round + "/" + std::to_string(rendezvous.rank),
+                          std::vector<uint8_t>(mine, mine + bytes));
+    for (int r = 0; r < rendezvous.size; ++r) {
+      const std::vector<uint8_t> theirs = rendezvous.store->get(round + "/" + std::to_string(r));
+      if (theirs.size() != bytes) {
+        rendezvous.error = "the store holds " + std::to_string(theirs.size()) + " bytes under " +
+                           round + "/" + std::to_string(r) + ", not " + std::to_string(bytes) +
+                           " (another job's keys in the same store?)";
+        return COLL_ERR_INVALID_ARG;
+      }
+      if (bytes) std::memcpy(static_cast<uint8_t*>(recvbuf) + size_t(r) * bytes, theirs.data(), bytes);
+    }
+    if (rendezvous.rank != 0) {
+      rendezvous.store->set(round + "/read/" + std::to_string(rendezvous.rank), {});
+    } else {
+      std::vector<std::string> read;
+      for (int r = 1; r < rendezvous.size; ++r) read.push_back(round + "/read/" + std::to_string(r));
+      if (!read.empty()) rendezvous.store->wait(read);
+    }
+    return COLL_SUCCESS;
+  } catch (const std::exception& e) {
+    // The store's get or wait timed out, or its server is gone.
+    rendezvous.error = std::string("torch's store: ") + e.what();
+    const std::string what = e.what();
+    return what.find("imeout") != std::string::npos || what.find("timed out") != std::string::npos
+               ? COLL_ERR_TIMEOUT
+               : COLL_ERR_PEER_LOST;
+  }
+}
+
 // libcoll's world, initialised by the first process group (at
 // COLL_THREAD_MULTIPLE: the progress thread tests while callers start and
-// wait). The group's timeout becomes COLL_TIMEOUT unless that is set.
-coll_comm_t init_world(std::chrono::milliseconds timeout) {
+// wait): from the launcher's bootstrap where one started the job, else,
+// for torch's default group, through its store. The group's timeout
+// becomes COLL_TIMEOUT unless that is set.
+coll_comm_t init_world(std::chrono::milliseconds timeout,
+                       const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       bool default_group) {
   int initialized = 0;
   coll_initialized(&initialized);
   if (!initialized) {
     if (timeout.count() > 0)
       ::setenv("COLL_TIMEOUT", std::to_string(double(timeout.count()) / 1000.0).c_str(), 0);
     int provided = 0;
-    check_status("coll_init_thread",
-                 coll_init_thread(nullptr, nullptr, COLL_THREAD_MULTIPLE, &provided),
-                 COLL_COMM_NULL);
+    if (started_by_launcher() || size == 1 || !default_group) {
+      check_status("coll_init_thread",
+                   coll_init_thread(nullptr, nullptr, COLL_THREAD_MULTIPLE, &provided),
+                   COLL_COMM_NULL);
+    } else {
+      auto* rendezvous = new StoreRendezvous{store, rank, size, 0, {}};  // kept: see above
+      const coll_oob_t oob{rank, size, store_allgather, rendezvous};
+      const int status = coll_init_oob(&oob, COLL_THREAD_MULTIPLE, &provided);
+      if (status != COLL_SUCCESS) {
+        std::string text = libcoll_error("coll_init_oob", status, COLL_COMM_NULL);
+        if (!rendezvous->error.empty()) text += " (" + rendezvous->error + ")";
+        TORCH_CHECK(false, text);
+      }
+    }
   }
   coll_comm_t world = coll_comm_world();
   TORCH_CHECK(world != COLL_COMM_NULL, "libcoll: no world communicator (finalized already?)");
@@ -338,19 +414,20 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkLibcoll::getFuture() { return future
 // --------------------------------------------------------- process group
 
 ProcessGroupLibcoll::ProcessGroupLibcoll(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                         int size, std::chrono::milliseconds timeout)
+                                         int size, std::chrono::milliseconds timeout,
+                                         bool default_group)
     : c10d::ProcessGroup(rank, size) {
   std::lock_guard<std::mutex> lock(start_mutex());
-  coll_comm_t world = init_world(timeout);
+  coll_comm_t world = init_world(timeout, store, rank, size, default_group);
   int world_rank = 0, world_size = 0;
   check_status("coll_comm_rank", coll_comm_rank(world, &world_rank), world);
   check_status("coll_comm_size", coll_comm_size(world, &world_size), world);
   TORCH_CHECK(size <= world_size, "libcoll: torch's process group has ", size,
               " ranks but libcoll's world has ", world_size, " (bootstrap \"",
               coll_comm_bootstrap_name(world),
-              "\"): start the job with collrun (collrun -np ", size,
-              " python3 script.py), mpirun or srun; bootstrapping libcoll from torch's "
-              "store alone is not supported yet");
+              "\"): libcoll's world is made by the first group: the default group "
+              "(init_process_group(\"libcoll\"), through torch's store) or the launcher's "
+              "job (collrun -np ", size, " python3 script.py, mpirun, srun)");
 
   // The members' world ranks, in group order, and the creation's tag,
   // through the group's store (only the members get here).

@@ -66,9 +66,11 @@ class WorkLibcoll : public c10d::Work {
 class ProcessGroupLibcoll : public c10d::ProcessGroup {
  public:
   // The creator torch 1.13 calls on the members of a group:
-  // (prefix store, rank in the group, its size, timeout).
+  // (prefix store, rank in the group, its size, timeout), and whether it is
+  // torch's default group (the whole job: libcoll's world may be
+  // bootstrapped through its store when no launcher started the job).
   ProcessGroupLibcoll(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                      std::chrono::milliseconds timeout);
+                      std::chrono::milliseconds timeout, bool default_group = false);
   ~ProcessGroupLibcoll() override;
 
   const std::string getBackendName() const override { return "libcoll"; }

@@ -385,11 +385,26 @@ def main():
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                  "MASTER_PORT"):
         if name not in os.environ:
-            raise AssertionError(f"collrun did not set {name}")
-    dist.init_process_group("libcoll")  # env://, from collrun's variables
+            raise AssertionError(f"the launcher did not set {name}")
+    init_method = os.environ.get("TORCH_LIBCOLL_INIT_METHOD")
+    if init_method:  # tcp:// or file:// (env_launch.py --init)
+        dist.init_process_group("libcoll", init_method=init_method,
+                                rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]))
+    else:
+        dist.init_process_group("libcoll")  # env://, from the launcher's variables
     rank, size = dist.get_rank(), dist.get_world_size()
-    check(rank == int(os.environ["COLL_RANK"]) and size == int(os.environ["COLL_SIZE"]),
-          "torch's rank and size are libcoll's")
+    bootstrap = dist.distributed_c10d._get_default_group().bootstrap
+    if "COLL_RANK" in os.environ:  # under collrun: its bootstrap, its ranks
+        check(rank == int(os.environ["COLL_RANK"]) and size == int(os.environ["COLL_SIZE"]),
+              "torch's rank and size are libcoll's")
+        check(bootstrap == "collrun", f"bootstrap {bootstrap} under collrun")
+    else:  # torchrun-style: through torch's store
+        check(bootstrap == "oob", f"bootstrap {bootstrap} without a launcher")
+    if rank == 0:
+        print(f"torch_backend_test: np {size}, libcoll's bootstrap {bootstrap}"
+              f"{', init_method ' + init_method.split(':')[0] if init_method else ', env://'}",
+              flush=True)
     check(dist.get_backend() == "libcoll", f"the backend is {dist.get_backend()}")
     gloo = dist.new_group(backend="gloo")
     start = time.time()

@@ -1,9 +1,13 @@
-"""torch_libcoll outside collrun: a group of 2 in a job libcoll sees as one
-rank fails with an error that says to start the job with collrun; a group of
-1 works (libcoll's singleton)."""
+"""torch_libcoll outside any launcher, in one process: a group of 2 that is
+not torch's default group fails with an error that says how libcoll's world
+is made; a default group of 2 whose other rank never comes fails when
+torch's store times out (2 s here), with the store's words, not a hang; a
+group of 1 works (libcoll's singleton). (Default groups of 2-4 through the
+store: torch_env_* in tests/torch/meson.build.)"""
 import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -13,6 +17,19 @@ import torch_libcoll
 for name in list(os.environ):
     if name.startswith("COLL_"):
         del os.environ[name]
+
+# First, while libcoll is not initialized: the default group's bootstrap.
+lonely = dist.HashStore()
+lonely.set_timeout(datetime.timedelta(seconds=2))
+started = time.time()
+try:
+    torch_libcoll.ProcessGroupLibcoll(lonely, 0, 2, 10.0, default_group=True)
+    sys.exit("a default group of 2 with one rank was made")
+except RuntimeError as e:
+    if "coll_init_oob" not in str(e) or "torch's store" not in str(e):
+        sys.exit(f"the error does not name the bootstrap and the store: {e}")
+    print(f"a default group of 2 with one rank, after {time.time() - started:.1f} s:",
+          str(e).splitlines()[0])
 
 try:
     torch_libcoll.ProcessGroupLibcoll(dist.HashStore(), 0, 2, 10.0)
