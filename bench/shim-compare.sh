@@ -18,7 +18,9 @@
 # repeats of (shim's run / the faster peer's run of the same repeat), with
 # the least and the greatest such ratio (the spread), and the median of
 # libcoll's native call in the shim runs (libcoll's own column of the
-# same program: the schedules without the shim).
+# same program: the schedules without the shim). A change is tried in the
+# same alternation as contender shim-new: the shim with the knobs of
+# --env (COLL_REDUCE_ALGO=linear ...), its ratio in a column of its own.
 # Writes OUTDIR/raw/CONTENDER/npN-runR.{csv,txt}, OUTDIR/summary.csv and
 # OUTDIR/summary.md.
 #
@@ -28,8 +30,9 @@
 #                         [--summarize] [-- coll_bench_mpi options]
 # Defaults: build, np 4, 5 repeats, 4:4096, 1000 iterations, -b all -c
 # (every collective, every result checked), OUTDIR
-# bench/results/shim-YYYY-MM-DD. --env VAR=VALUE is exported to the shim's
-# ranks only (a libcoll knob: COLL_SCATTERV_ALGO=..., to try a change).
+# bench/results/shim-YYYY-MM-DD. --env VAR=VALUE is exported to the ranks
+# of shim-new only (a libcoll knob: COLL_SCATTERV_ALGO=..., to try a
+# change against the shim as it is).
 # --summarize: no runs; the table made again from OUTDIR/raw.
 # Needs more ranks than cores? mpirun gets --oversubscribe (and, as root,
 # --allow-run-as-root); shared memory only (--mca btl self,vader).
@@ -67,6 +70,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n $out ]] || out=$here/results/shim-$(date -u +%F)
+[[ $contenders != *shim-new* || ${#envs[@]} -gt 0 ]] || die "shim-new needs --env"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: '$repeats' is not a positive integer"
 read -r -a contender_list <<< "$contenders"
 ((${#contender_list[@]})) || die "--contenders: none given"
@@ -79,13 +83,14 @@ run_as_root=()
 # The mpirun arguments that make a contender.
 contender_args() {
   case $1 in
-    shim)
+    shim) echo "-x LD_PRELOAD=$shim" ;;
+    shim-new)
       echo "-x LD_PRELOAD=$shim"
       for e in "${envs[@]}"; do echo "-x $e"; done
       ;;
     tuned) ;;
     han) echo "--mca coll_han_priority 100" ;;
-    *) die "unknown contender '$1' (shim, tuned, han)" ;;
+    *) die "unknown contender '$1' (shim, shim-new, tuned, han)" ;;
   esac
 }
 

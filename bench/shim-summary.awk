@@ -1,10 +1,12 @@
 # The table of bench/shim-compare.sh from its runs' CSVs (coll_bench_mpi
 # --csv; one folder per contender: DIR/CONTENDER/npN-runR.csv): per
 # collective, rank count and size, each contender's median of the MPI
-# column, the median of libcoll's native column in the shim runs, the best
-# peer (the least median among the contenders other than shim) and the
-# median, least and greatest over the repeats of shim / the faster peer of
-# that repeat. Prints the markdown table; writes the CSV to `summary`.
+# column, the median of libcoll's native column in the "shim" runs, the
+# best peer (the least median among the contenders whose name does not
+# begin with "shim": Open MPI's), and for every shim contender (shim, and
+# shim-new where shim-compare.sh ran one) the median, least and greatest
+# over the repeats of its run / the faster peer's run of the same repeat.
+# Prints the markdown table; writes the CSV to `summary`.
 # POSIX awk, after median.awk:
 #   awk -F, -f bench/median.awk -f bench/shim-summary.awk \
 #       -v contenders="shim tuned han" -v summary=OUT.csv DIR/*/*.csv
@@ -29,15 +31,37 @@ function med_of(c, key,    k, m, v) {
   for (k = 1; k <= nruns; k++) if ((c, key, runs[k]) in us) v[++m] = us[c, key, runs[k]]
   return m ? median(v, m) : ""
 }
+# The ratios of shim contender c at key over the repeats: their median in
+# ratio_med, least in ratio_lo, greatest in ratio_hi; the count returned.
+function ratios_of(c, key,    j, i, r, peer, nr, ratios) {
+  nr = 0
+  for (j = 1; j <= nruns; j++) {
+    r = runs[j]
+    if (!((c, key, r) in us)) continue
+    peer = ""
+    for (i = 1; i <= nc; i++)
+      if (cs[i] !~ /^shim/ && (cs[i], key, r) in us && (peer == "" || us[cs[i], key, r] + 0 < peer + 0))
+        peer = us[cs[i], key, r]
+    if (peer != "" && peer + 0 > 0) ratios[++nr] = us[c, key, r] / peer
+  }
+  if (nr) { ratio_med = median(ratios, nr); ratio_lo = ratios[1]; ratio_hi = ratios[nr] }
+  return nr
+}
 END {
   nc = split(contenders, cs, " ")
   header = "| collective | np | size (B) |"
   rule = "| --- | ---: | ---: |"
   csv = "collective,np,size_bytes"
   for (i = 1; i <= nc; i++) { header = header " " cs[i] " (us) |"; rule = rule " ---: |"; csv = csv "," cs[i] "_us" }
-  print header " native libcoll (us) | best peer | shim/best | spread | runs |"
-  print rule " ---: | --- | ---: | --- | ---: |"
-  print csv ",native_us,best_peer,ratio,ratio_min,ratio_max,runs" > summary
+  header = header " native libcoll (us) | best peer |"; rule = rule " ---: | --- |"
+  csv = csv ",native_us,best_peer"
+  for (i = 1; i <= nc; i++) if (cs[i] ~ /^shim/) {
+    header = header " " cs[i] "/best | spread |"; rule = rule " ---: | --- |"
+    csv = csv "," cs[i] "_ratio," cs[i] "_ratio_min," cs[i] "_ratio_max"
+  }
+  print header " runs |"
+  print rule " ---: |"
+  print csv ",runs" > summary
   for (k = 1; k <= keys; k++) {
     key = order[k]
     split(key, f, SUBSEP)
@@ -45,34 +69,27 @@ END {
     row = f[1] "," f[2] "," f[3]
     best = ""; best_us = ""
     for (i = 1; i <= nc; i++) {
-      m = med_of(cs[i], key); med[cs[i]] = m
+      m = med_of(cs[i], key)
       line = line " " (m == "" ? "-" : sprintf("%.2f", m)) " |"
       row = row "," m
-      if (cs[i] != "shim" && m != "" && (best == "" || m + 0 < best_us + 0)) { best = cs[i]; best_us = m }
+      if (cs[i] !~ /^shim/ && m != "" && (best == "" || m + 0 < best_us + 0)) { best = cs[i]; best_us = m }
     }
     nn = natives[key] + 0
     split("", v); for (j = 1; j <= nn; j++) v[j] = native[key, j]
     nat = nn ? median(v, nn) : ""
-    # Per repeat: shim / the faster peer of that repeat.
-    split("", ratios); nr = 0
-    for (j = 1; j <= nruns; j++) {
-      r = runs[j]
-      if (!(("shim", key, r) in us)) continue
-      peer = ""
-      for (i = 1; i <= nc; i++)
-        if (cs[i] != "shim" && (cs[i], key, r) in us && (peer == "" || us[cs[i], key, r] + 0 < peer + 0))
-          peer = us[cs[i], key, r]
-      if (peer != "" && peer + 0 > 0) ratios[++nr] = us["shim", key, r] / peer
+    line = line " " (nat == "" ? "-" : sprintf("%.2f", nat)) " | " best " |"
+    row = row "," nat "," best
+    nr = 0
+    for (i = 1; i <= nc; i++) if (cs[i] ~ /^shim/) {
+      nr = ratios_of(cs[i], key)
+      if (nr) {
+        line = line sprintf(" %.2f | %.2f-%.2f |", ratio_med, ratio_lo, ratio_hi)
+        row = row sprintf(",%.3f,%.3f,%.3f", ratio_med, ratio_lo, ratio_hi)
+      } else {
+        line = line " - | - |"; row = row ",,,"
+      }
     }
-    if (nr) {
-      ratio = median(ratios, nr)  # sorts ratios
-      line = line sprintf(" %s | %s | %.2f | %.2f-%.2f | %d |", nat == "" ? "-" : sprintf("%.2f", nat), best, ratio, ratios[1], ratios[nr], nr)
-      row = row sprintf(",%s,%s,%.3f,%.3f,%.3f,%d", nat, best, ratio, ratios[1], ratios[nr], nr)
-    } else {
-      line = line " - | " best " | - | - | 0 |"
-      row = row "," nat "," best ",,,,0"
-    }
-    print line
-    print row > summary
+    print line " " nr " |"
+    print row "," nr > summary
   }
 }
