@@ -1,11 +1,13 @@
 # The table of bench/shim-compare.sh from its runs' CSVs (coll_bench_mpi
 # --csv; one folder per contender: DIR/CONTENDER/npN-runR.csv): per
 # collective, rank count and size, each contender's median of the MPI
-# column, the median of libcoll's native column in the "shim" runs, the
-# best peer (the least median among the contenders whose name does not
-# begin with "shim": Open MPI's), and for every shim contender (shim, and
-# shim-new where shim-compare.sh ran one) the median, least and greatest
-# over the repeats of its run / the faster peer's run of the same repeat.
+# column, the median of libcoll's native column in the "shim" runs, and
+# for every shim contender (shim, and shim-new where shim-compare.sh ran
+# one) its ratio to the best peer: per peer (the contenders whose name
+# does not begin with "shim": Open MPI's) the median over the repeats of
+# its run / the peer's run of the same repeat, the best peer being the one
+# with the highest median (as compare.sh takes it), with the least and
+# greatest of those ratios (the spread). "best peer" names the shim's.
 # Prints the markdown table; writes the CSV to `summary`.
 # POSIX awk, after median.awk:
 #   awk -F, -f bench/median.awk -f bench/shim-summary.awk \
@@ -31,21 +33,33 @@ function med_of(c, key,    k, m, v) {
   for (k = 1; k <= nruns; k++) if ((c, key, runs[k]) in us) v[++m] = us[c, key, runs[k]]
   return m ? median(v, m) : ""
 }
-# The ratios of shim contender c at key over the repeats: their median in
-# ratio_med, least in ratio_lo, greatest in ratio_hi; the count returned.
-function ratios_of(c, key,    j, i, r, peer, nr, ratios) {
+# The ratios of shim contender c at key over the repeats, against peer
+# (each repeat's run of c / the same repeat's run of peer): their median
+# in ratio_med, least in ratio_lo, greatest in ratio_hi; the count returned.
+function ratios_against(c, peer, key,    j, r, nr, ratios) {
   nr = 0
   for (j = 1; j <= nruns; j++) {
     r = runs[j]
-    if (!((c, key, r) in us)) continue
-    peer = ""
-    for (i = 1; i <= nc; i++)
-      if (cs[i] !~ /^shim/ && (cs[i], key, r) in us && (peer == "" || us[cs[i], key, r] + 0 < peer + 0))
-        peer = us[cs[i], key, r]
-    if (peer != "" && peer + 0 > 0) ratios[++nr] = us[c, key, r] / peer
+    if ((c, key, r) in us && (peer, key, r) in us && us[peer, key, r] + 0 > 0)
+      ratios[++nr] = us[c, key, r] / us[peer, key, r]
   }
   if (nr) { ratio_med = median(ratios, nr); ratio_lo = ratios[1]; ratio_hi = ratios[nr] }
   return nr
+}
+# The same against the best peer for c: the one against which c's median
+# ratio is highest (compare.sh's rule: the peer that is fastest as c sees
+# it, each ratio taken within a repeat), named in ratio_peer.
+function ratios_of(c, key,    i, nr, best_nr, med, lo, hi) {
+  best_nr = 0; ratio_peer = ""
+  for (i = 1; i <= nc; i++) {
+    if (cs[i] ~ /^shim/) continue
+    nr = ratios_against(c, cs[i], key)
+    if (nr && (best_nr == 0 || ratio_med > med)) {
+      best_nr = nr; med = ratio_med; lo = ratio_lo; hi = ratio_hi; ratio_peer = cs[i]
+    }
+  }
+  ratio_med = med; ratio_lo = lo; ratio_hi = hi
+  return best_nr
 }
 END {
   nc = split(contenders, cs, " ")
@@ -72,8 +86,8 @@ END {
       m = med_of(cs[i], key)
       line = line " " (m == "" ? "-" : sprintf("%.2f", m)) " |"
       row = row "," m
-      if (cs[i] !~ /^shim/ && m != "" && (best == "" || m + 0 < best_us + 0)) { best = cs[i]; best_us = m }
     }
+    best = ratios_of("shim", key) ? ratio_peer : ""
     nn = natives[key] + 0
     split("", v); for (j = 1; j <= nn; j++) v[j] = native[key, j]
     nat = nn ? median(v, nn) : ""
