@@ -318,6 +318,11 @@ double bruck_allgather(const Net& net, size_t bytes) {
   return t + net.copy(bytes * size_t(net.n));
 }
 
+// linear_allgather.cpp: rounds of one chunk of the own block to every
+// peer and one from every peer: linear_alltoall's messages (defined below).
+double linear_alltoall(const Net& net, size_t bytes);
+double linear_allgather(const Net& net, size_t bytes) { return linear_alltoall(net, bytes); }
+
 // --- reduce ----------------------------------------------------------------
 
 double binomial_reduce(const Net& net, size_t bytes) {
@@ -329,6 +334,13 @@ double binomial_reduce(const Net& net, size_t bytes) {
 double reduce_scatter_gather_reduce(const Net& net, size_t bytes) {
   const size_t g = ceil_div(elems(net, bytes), size_t(net.n)) * net.p.elem_size;
   return (net.n - 1) * (net.stream(g, net.chain()) + net.reduce(g)) + net.from_root(g, true);
+}
+
+// linear_reduce.cpp: the root takes every other rank's vector itself, in
+// slot-sized chunks, and reduces each.
+double linear_reduce(const Net& net, size_t bytes) {
+  const size_t b = elems(net, bytes) * net.p.elem_size;
+  return net.from_root(b, true) + (net.n - 1) * net.reduce(b);
 }
 
 // --- reduce_scatter(_block): B is one rank's block -------------------------
@@ -350,6 +362,13 @@ double recursive_halving_reduce_scatter(const Net& net, size_t bytes) {
     t += net.stream(part, net.doubling_step(m)) + net.reduce(part);
   }
   return t;
+}
+
+// linear_reduce_scatter.cpp: every rank sends block i to rank i and
+// reduces the n - 1 pieces of its own: linear_alltoall's messages (less
+// its own copy) and n - 1 reductions of B.
+double linear_reduce_scatter(const Net& net, size_t bytes) {
+  return linear_alltoall(net, bytes) - net.copy(bytes) + (net.n - 1) * net.reduce(bytes);
 }
 
 // --- gather, scatter: B is one rank's block ----------------------------------
@@ -444,14 +463,22 @@ const std::vector<Modelled>& modelled(Coll c) {
        {"scatter_allgather", scatter_allgather_bcast},
        {"linear", linear_bcast}},
       /* barrier */ {{"tree", tree_barrier}, {"dissemination", dissemination_barrier}},
-      /* allgather */ {{"ring", ring_allgather}, {"bruck", bruck_allgather}},
+      /* allgather */
+      {{"ring", ring_allgather}, {"bruck", bruck_allgather}, {"linear", linear_allgather}},
       /* reduce */
-      {{"binomial", binomial_reduce}, {"reduce_scatter_gather", reduce_scatter_gather_reduce}},
-      /* allgatherv */ {{"ring", ring_allgather}, {"bruck", bruck_allgather}},
+      {{"binomial", binomial_reduce},
+       {"reduce_scatter_gather", reduce_scatter_gather_reduce},
+       {"linear", linear_reduce}},
+      /* allgatherv */
+      {{"ring", ring_allgather}, {"bruck", bruck_allgather}, {"linear", linear_allgather}},
       /* reduce_scatter_block */
-      {{"ring", ring_reduce_scatter}, {"recursive_halving", recursive_halving_reduce_scatter}},
+      {{"ring", ring_reduce_scatter},
+       {"recursive_halving", recursive_halving_reduce_scatter},
+       {"linear", linear_reduce_scatter}},
       /* reduce_scatter */
-      {{"ring", ring_reduce_scatter}, {"recursive_halving", recursive_halving_reduce_scatter}},
+      {{"ring", ring_reduce_scatter},
+       {"recursive_halving", recursive_halving_reduce_scatter},
+       {"linear", linear_reduce_scatter}},
       /* gather */ {{"binomial", binomial_gather}, {"linear", linear_gather}},
       /* gatherv */ {{"linear", linear_gather}},
       /* scatter */ {{"binomial", binomial_gather}, {"linear", linear_gather}},

@@ -70,7 +70,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n $out ]] || out=$here/results/shim-$(date -u +%F)
-[[ $contenders != *shim-new* || ${#envs[@]} -gt 0 ]] || die "shim-new needs --env"
+[[ $contenders != *shim-new* || ${#envs[@]} -gt 0 || $summarize_only == 1 ]] ||
+  die "shim-new needs --env"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: '$repeats' is not a positive integer"
 read -r -a contender_list <<< "$contenders"
 ((${#contender_list[@]})) || die "--contenders: none given"
