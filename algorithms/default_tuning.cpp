@@ -131,11 +131,15 @@ allgather     4-7    0          bruck
 allgather     4-7    16K        ring
 allgather     4      0          linear
 allgather     4      2K         bruck
+allgather     3      0          linear
+allgather     3      8K         ring
 allgatherv    *      0          ring
 allgatherv    4-7    0          bruck
 allgatherv    4-7    16K        ring
 allgatherv    4      0          linear
 allgatherv    4      2K         bruck
+allgatherv    3      0          linear
+allgatherv    3      8K         ring
 
 # The rules below were measured more roughly (see the top of this file).
 reduce        *      0          binomial
@@ -147,11 +151,15 @@ reduce_scatter_block  2-3  0      ring
 reduce_scatter_block  5    256K   ring
 reduce_scatter_block  4    0      linear
 reduce_scatter_block  4    2K     recursive_halving
+reduce_scatter_block  3    0      linear
+reduce_scatter_block  3    2K     ring
 reduce_scatter        *    0      recursive_halving
 reduce_scatter        2-3  0      ring
 reduce_scatter        5    256K   ring
 reduce_scatter        4    0      linear
 reduce_scatter        4    2K     recursive_halving
+reduce_scatter        3    0      linear
+reduce_scatter        3    2K     ring
 
 gather        *      0          linear
 gatherv       *      0          linear
