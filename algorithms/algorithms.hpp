@@ -244,6 +244,10 @@ Task ring_allgather(Channel& ch, const Args& args);
 Task bruck_allgather(Channel& ch, const Args& args);
 Task ring_allgatherv(Channel& ch, const Args& args);
 Task bruck_allgatherv(Channel& ch, const Args& args);
+Task linear_allgather(Channel& ch, const Args& args);
+Task linear_allgatherv(Channel& ch, const Args& args);
+bool linear_allgather_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
+bool linear_allgatherv_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 // Bruck's allgather among some of ch's ranks only: members[i] is the
 // channel rank at position i of the result, me this rank's position; the
 // other ranks take no part (coll_comm_create_group's exchange). Not an
@@ -251,11 +255,17 @@ Task bruck_allgatherv(Channel& ch, const Args& args);
 Task bruck_allgather_among(Channel& ch, const std::vector<int>& members, int me, const Args& args);
 Task binomial_reduce(Channel& ch, const Args& args);
 bool binomial_reduce_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
+Task linear_reduce(Channel& ch, const Args& args);
+bool linear_reduce_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task reduce_scatter_gather_reduce(Channel& ch, const Args& args);
 Task ring_reduce_scatter_block(Channel& ch, const Args& args);
 Task recursive_halving_reduce_scatter_block(Channel& ch, const Args& args);
 Task ring_reduce_scatter(Channel& ch, const Args& args);
 Task recursive_halving_reduce_scatter(Channel& ch, const Args& args);
+Task linear_reduce_scatter_block(Channel& ch, const Args& args);
+Task linear_reduce_scatter(Channel& ch, const Args& args);
+bool linear_reduce_scatter_block_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
+bool linear_reduce_scatter_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task binomial_gather(Channel& ch, const Args& args);
 Task linear_gather(Channel& ch, const Args& args);
 Task linear_gatherv(Channel& ch, const Args& args);

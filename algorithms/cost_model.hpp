@@ -79,6 +79,11 @@ struct Estimate {
   // algorithms, as the selection does (a communicator across hosts takes
   // the hierarchical ones anyway: Communicator::build_hierarchy).
   bool implemented;
+  // Whether best() may take it: false for the hierarchical forms, and for
+  // the flat algorithms the model predicts but does not choose (the linear
+  // allgather(v), reduce and reduce_scatter(_block): cost_model.cpp says
+  // why).
+  bool chosen = true;
 };
 
 // Every algorithm of collective c that the model knows (the registry's, in

@@ -40,23 +40,28 @@ constexpr Algorithm kBarrier[] = {
 constexpr Algorithm kAllgather[] = {
     {"ring", ring_allgather},
     {"bruck", bruck_allgather},
+    {"linear", linear_allgather, linear_allgather_now},
 };
 constexpr Algorithm kReduce[] = {
     {"binomial", binomial_reduce, binomial_reduce_now},
     {"reduce_scatter_gather", reduce_scatter_gather_reduce},
     {"hierarchical", hierarchical_reduce},
+    {"linear", linear_reduce, linear_reduce_now},
 };
 constexpr Algorithm kAllgatherv[] = {
     {"ring", ring_allgatherv},
     {"bruck", bruck_allgatherv},
+    {"linear", linear_allgatherv, linear_allgatherv_now},
 };
 constexpr Algorithm kReduceScatterBlock[] = {
     {"ring", ring_reduce_scatter_block},
     {"recursive_halving", recursive_halving_reduce_scatter_block},
+    {"linear", linear_reduce_scatter_block, linear_reduce_scatter_block_now},
 };
 constexpr Algorithm kReduceScatter[] = {
     {"ring", ring_reduce_scatter},
     {"recursive_halving", recursive_halving_reduce_scatter},
+    {"linear", linear_reduce_scatter, linear_reduce_scatter_now},
 };
 constexpr Algorithm kGather[] = {
     {"binomial", binomial_gather},
@@ -787,10 +792,11 @@ const Algorithm* lookup_algorithm(Coll c, const std::string& name) {
 //     in before its own (recursive_doubling_scan.cpp).
 //   reduce, reduce_scatter(_block) in_order: that allreduce, whole.
 // Not ring (its blocks wrap from rank n - 1 to 0), not tree or binomial
-// allreduce and binomial reduce (subtrees of relative ranks), not
-// Rabenseifner, recursive halving or reduce_scatter_gather (their first
-// step joins ranks p/2 apart), not the hierarchical ones (hosts' ranks
-// need not be consecutive).
+// allreduce and binomial reduce (subtrees of relative ranks), not linear
+// reduce and reduce-scatter (relative rank order: the root's or the
+// owner's operand first), not Rabenseifner, recursive halving or
+// reduce_scatter_gather (their first step joins ranks p/2 apart), not the
+// hierarchical ones (hosts' ranks need not be consecutive).
 const Algorithm* in_order_algorithm(Coll c) {
   switch (c) {
     case Coll::kAllreduce:
