@@ -107,12 +107,82 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* cal
 
 size_t count_of(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
-// The tensors' elements one after another, in a new contiguous 1-D tensor.
-at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
+// Scratch buffers for the flattened lists, reused from call to call: a
+// fresh allocation per call pays its page faults every time (on this VM a
+// list reduce_scatter of 2 x 4 MiB took 25-100 ms in at::cat's faults, the
+// collective 1 ms), and a reused one also finds libcoll's registration
+// cache warm. Idle buffers kept: at most kIdleBuffers and kIdleBytes in
+// all (the largest kept); larger ones are freed.
+class ScratchPool {
+ public:
+  static ScratchPool& get() {
+    static ScratchPool* pool = new ScratchPool;  // never destroyed: works may outlive exit hooks
+    return *pool;
+  }
+
+  // A byte tensor of at least `bytes`.
+  at::Tensor acquire(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto best = idle_.end();
+      for (auto it = idle_.begin(); it != idle_.end(); ++it)
+        if (size_t(it->numel()) >= bytes && (best == idle_.end() || it->numel() < best->numel()))
+          best = it;
+      if (best != idle_.end()) {
+        at::Tensor buffer = std::move(*best);
+        idle_.erase(best);
+        idle_bytes_ -= size_t(buffer.numel());
+        return buffer;
+      }
+    }
+    return at::empty({int64_t(std::max<size_t>(bytes, 1))}, at::kByte);
+  }
+
+  void release(at::Tensor buffer) {
+    const size_t bytes = size_t(buffer.numel());
+    if (bytes > kIdleBytes) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back(std::move(buffer));
+    idle_bytes_ += bytes;
+    while (idle_.size() > kIdleBuffers || idle_bytes_ > kIdleBytes) {
+      auto smallest = std::min_element(
+          idle_.begin(), idle_.end(),
+          [](const at::Tensor& a, const at::Tensor& b) { return a.numel() < b.numel(); });
+      idle_bytes_ -= size_t(smallest->numel());
+      idle_.erase(smallest);
+    }
+  }
+
+ private:
+  static constexpr size_t kIdleBuffers = 8;
+  static constexpr size_t kIdleBytes = size_t(512) << 20;
+  std::mutex mutex_;
+  std::vector<at::Tensor> idle_;
+  size_t idle_bytes_ = 0;
+};
+
+// A contiguous 1-D tensor of `numel` elements of `type` from the pool,
+// given back when `work` completes.
+at::Tensor scratch(WorkLibcoll& work, int64_t numel, at::ScalarType type) {
+  const size_t bytes = size_t(numel) * c10::elementSize(type);
+  at::Tensor buffer = ScratchPool::get().acquire(bytes);
+  work.pooled.push_back(buffer);
+  return buffer.narrow(0, 0, int64_t(bytes)).view(type);
+}
+
+// The tensors' elements one after another, in a contiguous 1-D scratch
+// tensor of the work's.
+at::Tensor flatten(const std::vector<at::Tensor>& tensors, WorkLibcoll& work) {
+  std::vector<at::Tensor> pieces;
+  pieces.reserve(tensors.size());
+  int64_t numel = 0;
+  for (const at::Tensor& t : tensors) {
+    pieces.push_back(t.reshape({-1}));
+    numel += t.numel();
+  }
+  at::Tensor flat = scratch(work, numel, tensors[0].scalar_type());
+  at::cat_out(flat, pieces);
+  return flat;
 }
 
 // Copies consecutive pieces of the 1-D `flat` into `tensors`.
@@ -346,6 +416,8 @@ void WorkLibcoll::complete_locked(int status) {
   }
   after_success.clear();
   keep.clear();
+  for (at::Tensor& buffer : pooled) ScratchPool::get().release(std::move(buffer));
+  pooled.clear();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     completed_ = true;
@@ -523,7 +595,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::allreduce_coalesced(
   for (const at::Tensor& t : tensors) check_same_type(t, tensors[0], "allreduce_coalesced");
   const OpPlan plan = op_of(opts.reduceOp, tensors[0].scalar_type());
   auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, "coll_iallreduce", tensors);
-  at::Tensor flat = flatten(tensors);
+  at::Tensor flat = flatten(tensors, *work);
   work->keep.push_back(flat);
   average_first(*work, plan, flat, size_);
   work->after_success.push_back([flat, tensors] { unflatten_into(flat, tensors); });
@@ -565,8 +637,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::allgather(
   for (const at::Tensor& t : list) work->counts_a.push_back(count_of(t));
   work->counts_b = prefix_sums(work->counts_a);
   at::Tensor send = stage(input, *work, false);
-  at::Tensor flat = at::empty({int64_t(work->counts_b.back() + work->counts_a.back())},
-                              input.options());
+  at::Tensor flat = scratch(*work, int64_t(work->counts_b.back() + work->counts_a.back()),
+                            input.scalar_type());
   work->keep.push_back(flat);
   work->after_success.push_back([flat, list] { unflatten_into(flat, list); });
   coll_comm_t comm = comm_;
@@ -615,8 +687,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::allgather_coalesced(
     }
   }
   auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, "coll_iallgather", all_outputs);
-  at::Tensor send = flatten(inputs);
-  at::Tensor flat = at::empty({send.numel() * size_}, send.options());
+  at::Tensor send = flatten(inputs, *work);
+  at::Tensor flat = scratch(*work, send.numel() * size_, send.scalar_type());
   work->keep.push_back(send);
   work->keep.push_back(flat);
   work->after_success.push_back([flat, all_outputs] { unflatten_into(flat, all_outputs); });
@@ -652,7 +724,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::gather(
   at::Tensor send = stage(input, *work, false);
   at::Tensor flat;
   if (is_root) {
-    flat = at::empty({input.numel() * size_}, input.options());
+    flat = scratch(*work, input.numel() * size_, input.scalar_type());
     work->keep.push_back(flat);
     work->after_success.push_back([flat, list] { unflatten_into(flat, list); });
   }
@@ -670,7 +742,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::scatter(
   const at::Tensor& output = single(outputs, "scatter");
   const int root = int(opts.rootRank);
   const bool is_root = root == rank_;
-  at::Tensor send;
   if (is_root) {
     TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == size_t(size_),
                 "libcoll: scatter takes, at the root, one list of ", size_, " input tensors");
@@ -679,13 +750,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::scatter(
       TORCH_CHECK(t.numel() == output.numel(),
                   "libcoll: scatter: an input's size differs from the output's");
     }
-    send = flatten(inputs[0]);
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "libcoll: scatter takes input tensors at the root only");
   }
   auto work = make_work(c10d::OpType::SCATTER, "coll_iscatter", outputs);
-  if (is_root) work->keep.push_back(send);
+  at::Tensor send;
+  if (is_root) {
+    send = flatten(inputs[0], *work);
+    work->keep.push_back(send);
+  }
   at::Tensor receive = stage(output, *work, true);
   coll_comm_t comm = comm_;
   launch(work, [=](coll_request_t* request) {
@@ -707,7 +781,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::reduce_scatter(
   const OpPlan plan = op_of(opts.reduceOp, output.scalar_type());
   auto work = make_work(c10d::OpType::REDUCE_SCATTER, "coll_ireduce_scatter", outputs);
   for (const at::Tensor& t : inputs[0]) work->counts_a.push_back(count_of(t));
-  at::Tensor send = flatten(inputs[0]);
+  at::Tensor send = flatten(inputs[0], *work);
   work->keep.push_back(send);
   at::Tensor receive = stage(output, *work, true);
   average_first(*work, plan, receive, size_);
@@ -800,9 +874,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::alltoall(std::vector<at::Ten
   for (const at::Tensor& t : outputs) work->counts_c.push_back(count_of(t));
   work->counts_b = prefix_sums(work->counts_a);
   work->counts_d = prefix_sums(work->counts_c);
-  at::Tensor send = flatten(inputs);
-  at::Tensor flat = at::empty({int64_t(work->counts_d.back() + work->counts_c.back())},
-                              inputs[0].options());
+  at::Tensor send = flatten(inputs, *work);
+  at::Tensor flat = scratch(*work, int64_t(work->counts_d.back() + work->counts_c.back()),
+                            inputs[0].scalar_type());
   work->keep.push_back(send);
   work->keep.push_back(flat);
   work->after_success.push_back([flat, outputs] { unflatten_into(flat, outputs); });

@@ -41,6 +41,9 @@ class WorkLibcoll : public c10d::Work {
   std::vector<at::Tensor> keep;
   std::vector<size_t> counts_a, counts_b, counts_c, counts_d;
   std::vector<std::function<void()>> after_success;  // in order
+  // Scratch buffers from the process's pool (scratch()), given back to it
+  // once the operation is complete and the copies back are done.
+  std::vector<at::Tensor> pooled;
 
   // Starts the operation: `start` makes the coll_iX call into *request.
   // Throws (RuntimeError in Python) with libcoll's text if it fails.
