@@ -7,11 +7,29 @@
 # order, so a mode that did not fix it would fail here.
 #
 #   reproducible.sh COLLRUN PROGRAM NP COUNT
+#   reproducible.sh --launcher "MPIRUN ARGS..." PROGRAM NP COUNT
+# The second form runs PROGRAM under another launcher that takes -np N and
+# -x VAR=VALUE as collrun does (Open MPI's mpirun, with the PMPI shim
+# preloaded: tests/pmpi/pmpi_reproducible.c).
 set -euo pipefail
-collrun=$1 prog=$2 np=$3 count=$4
+if [ "$1" = --launcher ]; then
+  read -r -a launcher <<< "$2"
+  shift 2
+else
+  launcher=("$1" --timeout 120)
+  shift
+fi
+prog=$1 np=$2 count=$3
 run() {  # env assignments...; prints the hash lines
-  "$collrun" -np "$np" --timeout 120 $(printf -- '-x %s ' "$@") "$prog" "$count" | grep '^hash '
+  "${launcher[@]}" -np "$np" $(printf -- '-x %s ' "$@") "$prog" "$count" | grep '^hash '
 }
+# Under a launcher other than collrun the program is an MPI one: libcoll
+# must serve its calls (the shim loaded), or the test proves nothing.
+if [ "${launcher[0]##*/}" != collrun ]; then
+  served=$("${launcher[@]}" -np "$np" -x COLL_REPRODUCIBLE=order -x COLL_MPI_STATS=1 \
+    "$prog" "$count" 2>&1 | grep -c '^libcoll_mpi: MPI_Allreduce: [1-9][0-9]* served' || true)
+  [ "$served" -ge 1 ] || { echo "the shim served no MPI_Allreduce: not loaded?"; exit 1; }
+fi
 reference=$(run COLL_REPRODUCIBLE=order)
 [ -n "$reference" ] || { echo "no hash lines"; exit 1; }
 configs=(
