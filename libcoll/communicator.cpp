@@ -241,9 +241,14 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
   }
   const CollectiveInfo& info = collective_info(c);
   info.check(op.args, size(), rank());
-  const Algorithm* algo = choose(c, op.args);
+  prepare_persistent(info, choose(c, op.args), op);
+  return true;
+}
+
+void Communicator::prepare_persistent(const CollectiveInfo& info, const Algorithm* algo,
+                                      Operation& op) {
   const bool trivial = info.empty(op.args) || size() == 1;
-  prepare(info, trivial ? nullptr : algo, persistent, op);
+  prepare(info, trivial ? nullptr : algo, true, op);
   if (trivial) {
     // A persistent call that moves nothing still starts and completes.
     Operation* o = &op;
@@ -252,7 +257,6 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
       co_return;
     };
   }
-  return true;
 }
 
 // Every call becomes an operation (there are at least two ranks): one that
@@ -266,12 +270,34 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
   } catch (const Error& e) {
     // The other ranks may have accepted the call and wait in its exchange:
     // this rank takes part in it, carrying its refusal, so that they fail
-    // the call too and every rank stays in step. A persistent init starts
-    // nothing anywhere: a refused one takes no part.
-    if (!persistent) refuse(info, e.status(), e.what(), &op == &blocking_op_);
+    // the call too and every rank stays in step. A persistent init is
+    // collective here (below): the refuser waits in its exchange.
+    refuse(info, e.status(), e.what(), persistent || &op == &blocking_op_);
     throw;
   }
   const Algorithm* algo = choose(c, op.args);
+  if (persistent) {
+    // Under the knob a persistent init is collective (MPI's rule for
+    // persistent collectives): the exchange runs once, here, and a
+    // mismatch or a refusal at any rank fails the init at every rank, so
+    // no rank holds a request whose starts would wait for a rank that has
+    // none. The arguments are fixed from here on: the starts run the
+    // algorithm alone.
+    auto check = make_internal(info.name, nullptr);
+    Operation* o = check.get();
+    o->info = &info;
+    o->args = op.args;
+    o->body = [o, this](Channel& ch) { return agree_on_arguments(ch, *o, *arg_check_); };
+    {
+      std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
+      if (ctx_.locking()) l.lock();
+      start(*o);
+    }
+    ctx_.wait(*o);
+    if (o->status) throw Error(o->status, o->message);
+    prepare_persistent(info, algo, op);
+    return true;
+  }
   prepare(info, info.empty(op.args) ? nullptr : algo, persistent, op);
   // The exchange first, then the algorithm prepare chose.
   Operation* o = &op;

@@ -209,6 +209,9 @@ class Communicator {
   // communicator; algo (nullptr: nothing to move) runs at each start.
   void prepare(const CollectiveInfo& info, const Algorithm* algo, bool persistent, Operation& op);
   bool make_checked(Coll c, const Args& args, bool persistent, Operation& op);
+  // prepare for a persistent op whose arguments are checked (and, under
+  // COLL_CHECK_ARGS, agreed at init): algo at each start, or nothing.
+  void prepare_persistent(const CollectiveInfo& info, const Algorithm* algo, Operation& op);
  public:
   // This rank refused a call of info's collective on its own arguments
   // (status, message). Starts an operation that takes the call's place in

@@ -6,7 +6,7 @@
  *   refusal_property_test TRIALS [SEED]
  *
  * Every rank draws the same trials from SEED: a collective (blocking or
- * not), a count, a root, the rank that misbehaves and what it passes - a
+ * not; under the knob also persistent, whose init is collective there), a count, a root, the rank that misbehaves and what it passes - a
  * NULL or COLL_IN_PLACE buffer where it is significant, datatype or op 999,
  * root out of range, a count past the address space or one that differs
  * from the others', sendbuf == recvbuf, a NULL request or counts array.
@@ -140,6 +140,8 @@ static void spoil(struct Call *k, int g) {
   }
 }
 
+static int issue_persistent(struct Call *k);
+
 /* Starts and completes the call; its status. */
 static int issue(struct Call *k) {
   const void *s = k->sendbuf;
@@ -151,6 +153,7 @@ static int issue(struct Call *k) {
   const coll_comm_t w = g_comm;
   coll_request_t *q = k->request_ptr;
   int rc;
+  if (k->nonblocking == 2) return issue_persistent(k);
   if (!k->nonblocking) {
     switch (k->coll) {
       case kAllreduce: return coll_allreduce(s, r, n, t, op, w);
@@ -182,6 +185,44 @@ static int issue(struct Call *k) {
     default: rc = coll_ireduce_scatter_block(s, r, n, t, op, w, q); break;
   }
   return rc != COLL_SUCCESS ? rc : coll_wait(q);
+}
+
+/* The persistent form (k->nonblocking == 2, under COLL_CHECK_ARGS only:
+ * there the init is collective): init, one start, wait, free. */
+static int issue_persistent(struct Call *k) {
+  const void *s = k->sendbuf;
+  void *r = k->recvbuf;
+  const size_t n = k->count;
+  const coll_datatype_t t = k->datatype;
+  const coll_op_t op = k->op;
+  const int root = k->root;
+  const coll_comm_t w = g_comm;
+  coll_request_t *q = k->request_ptr;
+  int rc;
+  switch (k->coll) {
+    case kAllreduce: rc = coll_allreduce_init(s, r, n, t, op, w, q); break;
+    case kBcast: rc = coll_bcast_init(r, n, t, root, w, q); break;
+    case kReduce: rc = coll_reduce_init(s, r, n, t, op, root, w, q); break;
+    case kAllgather: rc = coll_allgather_init(s, r, n, t, w, q); break;
+    case kAllgatherv:
+      rc = coll_allgatherv_init(s, n + (size_t)g_rank, r, k->recvcounts, k->displs, t, w, q);
+      break;
+    case kAlltoall: rc = coll_alltoall_init(s, r, n, t, w, q); break;
+    case kGather: rc = coll_gather_init(s, r, n, t, root, w, q); break;
+    case kScatter: rc = coll_scatter_init(s, r, n, t, root, w, q); break;
+    case kScan: rc = coll_scan_init(s, r, n, t, op, w, q); break;
+    case kExscan: rc = coll_exscan_init(s, r, n, t, op, w, q); break;
+    default: rc = coll_reduce_scatter_block_init(s, r, n, t, op, w, q); break;
+  }
+  if (rc != COLL_SUCCESS) return rc;
+  rc = coll_start(*q);
+  if (rc == COLL_SUCCESS) rc = coll_wait(q);
+  const int freed = coll_request_free(q);
+  return rc != COLL_SUCCESS ? rc : freed;
+}
+
+static const char *form_name(const struct Call *k) {
+  return k->nonblocking == 2 ? " (persistent)" : k->nonblocking ? " (non-blocking)" : "";
 }
 
 static int64_t sum_over(int from, int to, size_t i) { /* sum of value(r, i), from <= r < to */
@@ -219,7 +260,7 @@ static void check_recv(const struct Call *k, int trial, const char *what) {
   for (size_t i = 0; i < sizeof g_recv / sizeof *g_recv; ++i) {
     const int64_t want = expected(k, i);
     CHECK(g_recv[i] == want, "trial %d, %s coll_%s%s count %zu root %d: recv[%zu] = %lld, not %lld",
-          trial, what, kNames[k->coll], k->nonblocking ? " (non-blocking)" : "", k->count,
+          trial, what, kNames[k->coll], form_name(k), k->count,
           k->root, i, (long long)g_recv[i], (long long)want);
   }
 }
@@ -228,7 +269,9 @@ static void check_recv(const struct Call *k, int trial, const char *what) {
 static void checked_trial(int trial, const size_t *counts, int *refused_by) {
   struct Call k;
   const int c = draw(kCollectives);
-  correct_call(&k, c, counts[draw(4)], draw(g_size), draw(2));
+  /* Blocking, non-blocking or persistent: a persistent init is collective
+   * under the knob, so a refused one fails every rank's init. */
+  correct_call(&k, c, counts[draw(4)], draw(g_size), draw(3));
   const int bad = draw(g_size);
   int g;
   do g = draw(kGarbageKinds); while (!applies(g, &k, bad));
@@ -237,7 +280,7 @@ static void checked_trial(int trial, const size_t *counts, int *refused_by) {
   const char *msg = coll_comm_last_error(g_comm);
   CHECK(rc == COLL_ERR_INVALID_ARG,
         "trial %d: rank %d passed %s to coll_%s%s: this rank got %s (%s), not an error",
-        trial, bad, kGarbageNames[g], kNames[c], k.nonblocking ? " (non-blocking)" : "",
+        trial, bad, kGarbageNames[g], kNames[c], form_name(&k),
         coll_strerror(rc), msg);
   /* The others name the rank that refused (or the mismatch). */
   if (g_rank != bad)
