@@ -140,9 +140,9 @@ static void spoil(struct Call *k, int g) {
   }
 }
 
-static int issue_persistent(struct Call *k);
-
-/* Starts and completes the call; its status. */
+/* Starts and completes the call; its status. k->nonblocking: 0 blocking,
+ * 1 non-blocking, 2 persistent (under COLL_CHECK_ARGS only, where the init
+ * is collective: init, one start, wait, free). */
 static int issue(struct Call *k) {
   const void *s = k->sendbuf;
   void *r = k->recvbuf;
@@ -153,7 +153,6 @@ static int issue(struct Call *k) {
   const coll_comm_t w = g_comm;
   coll_request_t *q = k->request_ptr;
   int rc;
-  if (k->nonblocking == 2) return issue_persistent(k);
   if (!k->nonblocking) {
     switch (k->coll) {
       case kAllreduce: return coll_allreduce(s, r, n, t, op, w);
@@ -169,52 +168,28 @@ static int issue(struct Call *k) {
       default: return coll_reduce_scatter_block(s, r, n, t, op, w);
     }
   }
+  const int persistent = k->nonblocking == 2;
+  /* coll_iNAME or coll_NAME_init, with the same arguments. */
+#define START(name, ...) \
+  (persistent ? coll_##name##_init(__VA_ARGS__, w, q) : coll_i##name(__VA_ARGS__, w, q))
   switch (k->coll) {
-    case kAllreduce: rc = coll_iallreduce(s, r, n, t, op, w, q); break;
-    case kBcast: rc = coll_ibcast(r, n, t, root, w, q); break;
-    case kReduce: rc = coll_ireduce(s, r, n, t, op, root, w, q); break;
-    case kAllgather: rc = coll_iallgather(s, r, n, t, w, q); break;
+    case kAllreduce: rc = START(allreduce, s, r, n, t, op); break;
+    case kBcast: rc = START(bcast, r, n, t, root); break;
+    case kReduce: rc = START(reduce, s, r, n, t, op, root); break;
+    case kAllgather: rc = START(allgather, s, r, n, t); break;
     case kAllgatherv:
-      rc = coll_iallgatherv(s, n + (size_t)g_rank, r, k->recvcounts, k->displs, t, w, q);
+      rc = START(allgatherv, s, n + (size_t)g_rank, r, k->recvcounts, k->displs, t);
       break;
-    case kAlltoall: rc = coll_ialltoall(s, r, n, t, w, q); break;
-    case kGather: rc = coll_igather(s, r, n, t, root, w, q); break;
-    case kScatter: rc = coll_iscatter(s, r, n, t, root, w, q); break;
-    case kScan: rc = coll_iscan(s, r, n, t, op, w, q); break;
-    case kExscan: rc = coll_iexscan(s, r, n, t, op, w, q); break;
-    default: rc = coll_ireduce_scatter_block(s, r, n, t, op, w, q); break;
+    case kAlltoall: rc = START(alltoall, s, r, n, t); break;
+    case kGather: rc = START(gather, s, r, n, t, root); break;
+    case kScatter: rc = START(scatter, s, r, n, t, root); break;
+    case kScan: rc = START(scan, s, r, n, t, op); break;
+    case kExscan: rc = START(exscan, s, r, n, t, op); break;
+    default: rc = START(reduce_scatter_block, s, r, n, t, op); break;
   }
-  return rc != COLL_SUCCESS ? rc : coll_wait(q);
-}
-
-/* The persistent form (k->nonblocking == 2, under COLL_CHECK_ARGS only:
- * there the init is collective): init, one start, wait, free. */
-static int issue_persistent(struct Call *k) {
-  const void *s = k->sendbuf;
-  void *r = k->recvbuf;
-  const size_t n = k->count;
-  const coll_datatype_t t = k->datatype;
-  const coll_op_t op = k->op;
-  const int root = k->root;
-  const coll_comm_t w = g_comm;
-  coll_request_t *q = k->request_ptr;
-  int rc;
-  switch (k->coll) {
-    case kAllreduce: rc = coll_allreduce_init(s, r, n, t, op, w, q); break;
-    case kBcast: rc = coll_bcast_init(r, n, t, root, w, q); break;
-    case kReduce: rc = coll_reduce_init(s, r, n, t, op, root, w, q); break;
-    case kAllgather: rc = coll_allgather_init(s, r, n, t, w, q); break;
-    case kAllgatherv:
-      rc = coll_allgatherv_init(s, n + (size_t)g_rank, r, k->recvcounts, k->displs, t, w, q);
-      break;
-    case kAlltoall: rc = coll_alltoall_init(s, r, n, t, w, q); break;
-    case kGather: rc = coll_gather_init(s, r, n, t, root, w, q); break;
-    case kScatter: rc = coll_scatter_init(s, r, n, t, root, w, q); break;
-    case kScan: rc = coll_scan_init(s, r, n, t, op, w, q); break;
-    case kExscan: rc = coll_exscan_init(s, r, n, t, op, w, q); break;
-    default: rc = coll_reduce_scatter_block_init(s, r, n, t, op, w, q); break;
-  }
+#undef START
   if (rc != COLL_SUCCESS) return rc;
+  if (!persistent) return coll_wait(q);
   rc = coll_start(*q);
   if (rc == COLL_SUCCESS) rc = coll_wait(q);
   const int freed = coll_request_free(q);
