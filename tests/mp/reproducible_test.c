@@ -24,27 +24,11 @@
 #include <string.h>
 
 #include "c_check.h"
-
-static uint64_t g_state;
-static uint64_t next_random(void) { /* xorshift64* */
-  g_state ^= g_state >> 12, g_state ^= g_state << 25, g_state ^= g_state >> 27;
-  return g_state * 2685821657736338717ULL;
-}
+#include "order_operands.h"
 
 static const coll_datatype_t kTypes[] = {COLL_FLOAT, COLL_DOUBLE, COLL_FLOAT16, COLL_BFLOAT16};
 static const char *const kTypeNames[] = {"float", "double", "float16", "bfloat16"};
 static const size_t kSizes[] = {4, 8, 2, 2};
-
-/* Operand i of this rank, as a double before rounding to the type. */
-static double operand(int rank, size_t i, int prod) {
-  const double mantissa = 1.0 + (double)(next_random() % 1000000) / 1000000.0;
-  if (prod) return (next_random() & 1 ? 1.0 : -1.0) * (0.5 + mantissa / 2); /* near 1 */
-  const int exponent = (int)(next_random() % 24) - 12;
-  double x = next_random() & 1 ? mantissa : -mantissa;
-  x = exponent >= 0 ? x * (double)(1 << exponent) : x / (double)(1 << -exponent);
-  if (i % 4 == 0) x += (rank % 2 ? -1.0 : 1.0) * 3000.0 * (rank + 1); /* cancels partly */
-  return x;
-}
 
 static uint16_t to_bfloat16(float f) {
   uint32_t u;
@@ -70,13 +54,6 @@ static void fill(void *buf, int t, size_t count, int rank, int prod) {
       default: ((uint16_t *)buf)[i] = to_bfloat16((float)x); break;
     }
   }
-}
-
-static uint64_t fnv(const void *p, size_t n) {
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
-  return h;
 }
 
 static void same_bytes(const void *got, const void *want, size_t n, const char *what, int t,

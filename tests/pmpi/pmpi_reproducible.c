@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../mp/order_operands.h"
 
 static int g_rank = -1, g_failures = 0;
 #define CHECK(cond, ...)                                                       \
@@ -30,29 +31,6 @@ static int g_rank = -1, g_failures = 0;
       ++g_failures;                                                            \
     }                                                                          \
   } while (0)
-
-static uint64_t g_state;
-static uint64_t next_random(void) { /* xorshift64* */
-  g_state ^= g_state >> 12, g_state ^= g_state << 25, g_state ^= g_state >> 27;
-  return g_state * 2685821657736338717ULL;
-}
-
-static double operand(int rank, size_t i, int prod) {
-  const double mantissa = 1.0 + (double)(next_random() % 1000000) / 1000000.0;
-  if (prod) return (next_random() & 1 ? 1.0 : -1.0) * (0.5 + mantissa / 2); /* near 1 */
-  const int exponent = (int)(next_random() % 24) - 12;
-  double x = next_random() & 1 ? mantissa : -mantissa;
-  x = exponent >= 0 ? x * (double)(1 << exponent) : x / (double)(1 << -exponent);
-  if (i % 4 == 0) x += (rank % 2 ? -1.0 : 1.0) * 3000.0 * (rank + 1); /* cancels partly */
-  return x;
-}
-
-static uint64_t fnv(const void *p, size_t n) {
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
-  return h;
-}
 
 int main(int argc, char **argv) {
   const int count = argc > 1 ? atoi(argv[1]) : 1000;
