@@ -283,11 +283,9 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
     // no rank holds a request whose starts would wait for a rank that has
     // none. The arguments are fixed from here on: the starts run the
     // algorithm alone.
-    auto check = make_internal(info.name, nullptr);
+    auto check = make_agreement(info, *arg_check_);
     Operation* o = check.get();
-    o->info = &info;
     o->args = op.args;
-    o->body = [o, this](Channel& ch) { return agree_on_arguments(ch, *o, *arg_check_); };
     {
       std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
       if (ctx_.locking()) l.lock();
@@ -308,6 +306,15 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
   return true;
 }
 
+std::unique_ptr<Operation> Communicator::make_agreement(const CollectiveInfo& info,
+                                                       ArgCheck& scratch) {
+  auto op = make_internal(info.name, nullptr);
+  Operation* o = op.get();
+  op->info = &info;
+  op->body = [o, &scratch](Channel& ch) { return agree_on_arguments(ch, *o, scratch); };
+  return op;
+}
+
 void Communicator::refuse(const CollectiveInfo& info, int status, const std::string& message,
                           bool wait) {
   if (size() == 1) return;
@@ -319,10 +326,8 @@ void Communicator::refuse(const CollectiveInfo& info, int status, const std::str
   // scratch is made for the first refusal (Channel::notify_refused).
   if (!arg_check_ && !refusal_scratch_) refusal_scratch_ = std::make_unique<ArgCheck>(size());
   ArgCheck& scratch = arg_check_ ? *arg_check_ : *refusal_scratch_;
-  auto op = make_internal(info.name, nullptr);
+  auto op = make_agreement(info, scratch);
   Operation* o = op.get();
-  op->body = [o, &scratch](Channel& ch) { return agree_on_arguments(ch, *o, scratch); };
-  op->info = &info;
   op->refused = status;
   op->refusal = message;
   {
