@@ -216,15 +216,29 @@ class EntryGuard {
   // (an exchange costs about 25 ns, a tenth of a small collective here)
   // still catch a program that breaks it, though not every time.
   explicit EntryGuard(coll::Communicator& c) : flag_(c.in_use()) {
-    const bool taken = c.context().locking()
-                           ? flag_.exchange(true, std::memory_order_acquire)
-                           : flag_.load(std::memory_order_relaxed);
-    if (!taken && !c.context().locking()) flag_.store(true, std::memory_order_relaxed);
-    if (taken)
-      coll::fail(COLL_ERR_INVALID_ARG,
-                 "another thread is inside a call on this communicator: concurrent collective "
-                 "calls on one communicator are erroneous (use one communicator per thread, "
-                 "e.g. coll_comm_dup)");
+    const bool locking = c.context().locking();
+    const bool taken = locking ? flag_.exchange(true, std::memory_order_acquire)
+                               : flag_.load(std::memory_order_relaxed);
+    if (!taken && !locking) flag_.store(true, std::memory_order_relaxed);
+    if (!taken) return;
+    std::string what =
+        "another thread is inside a call on this communicator: concurrent collective calls on "
+        "one communicator are erroneous (use one communicator per thread, e.g. coll_comm_dup)";
+    // The other threads' calls may already have paired differently on each
+    // rank (thread A's call here with thread B's at a peer: same counts,
+    // another's data), which no rank can see. Refusing this call alone
+    // would let those complete with COLL_SUCCESS; failing the communicator
+    // fails the call inside it here and, through the notice fail() posts,
+    // every peer's call that waits on this rank, and every later call on
+    // every rank (issue 31 item 2). Only where threads meet: below
+    // MULTIPLE the caller inside holds no lock that would keep this
+    // thread's fail() off its queue.
+    if (locking) {
+      what += "; the communicator is failed on every rank (free it)";
+      std::lock_guard<std::mutex> l(c.progress_mutex());
+      c.fail(COLL_ERR_INVALID_ARG, what);
+    }
+    coll::fail(COLL_ERR_INVALID_ARG, "%s", what.c_str());
   }
   ~EntryGuard() {
     if (armed_) flag_.store(false, std::memory_order_release);  // a plain store on x86

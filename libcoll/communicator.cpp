@@ -72,7 +72,7 @@ Communicator::~Communicator() {
   // still alive may be copying into the window right now (shm checks the
   // rkey, then copies), so its memory is not reused; the transport frees it
   // at teardown.
-  if (failed_status_) return;
+  if (failed_status()) return;
   try {
     if (window_.memory) t.free_window(window_.memory, window_.bytes);
   } catch (const Error&) {
@@ -186,8 +186,8 @@ bool order_sensitive(const Args& a) {
   }
   const Algorithm* algo = choose(c, args);
   if (!info.empty(args) && size() > 1) return algo;
-  if (failed_status_)
-    throw Error(failed_status_, "the communicator failed earlier: " + failed_message_);
+  if (const int failed = failed_status())
+    throw Error(failed, "the communicator failed earlier: " + failed_message_);
   if (!info.empty(args)) info.local(args);
   return nullptr;
 }
@@ -337,7 +337,7 @@ void Communicator::refuse(const CollectiveInfo& info, int status, const std::str
     // the refusal from the notice, by the call's number (start gives the
     // operation calls_), and fail it; under COLL_CHECK_ARGS every rank is
     // in the exchange anyway.
-    if (!arg_check_ && !failed_status_) channel_->notify_refused(calls_, status);
+    if (!arg_check_ && !failed_status()) channel_->notify_refused(calls_, status);
     start(*op);
   }
   refused_ops_.push_back(std::move(op));
@@ -388,7 +388,7 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
 
 [[gnu::always_inline]] inline bool Communicator::run_now(const Algorithm& algo,
                                                           const Args& args, Task& rest) {
-  if (head_ || failed_status_ || ctx_.others_pending(*this)) return false;
+  if (head_ || failed_status() || ctx_.others_pending(*this)) return false;
   Polls polls{std::min<uint64_t>(ctx_.spin_polls(), 1024),
               [](void* c) { static_cast<Context*>(c)->progress_transport(); }, &ctx_};
   try {
@@ -415,8 +415,8 @@ void Communicator::start(Operation& op) {
   op.status = 0;
   op.message.clear();
   op.next = nullptr;
-  if (failed_status_) {
-    end_activation(op, failed_status_, "the communicator failed earlier: " + failed_message_);
+  if (const int failed = failed_status()) {
+    end_activation(op, failed, "the communicator failed earlier: " + failed_message_);
     return;
   }
   if (tail_)
@@ -528,9 +528,9 @@ void Communicator::finish(Operation& op) {
 }
 
 void Communicator::fail(int status, const std::string& message) {
-  if (!failed_status_) {
-    failed_status_ = status;
+  if (!failed_status_.load(std::memory_order_relaxed)) {
     failed_message_ = message;
+    failed_status_.store(status, std::memory_order_release);
     // The peers that wait on this rank learn it now, not at COLL_TIMEOUT
     // (and tell theirs): a mismatch found at one rank fails every rank's
     // call within milliseconds.

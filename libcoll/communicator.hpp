@@ -112,8 +112,11 @@ class Communicator {
   uint64_t progress_epoch() const { return epoch_; }
   // Ends every queued operation with this failure, and every later one:
   // the communicator is failed (sticky).
+  // The caller holds progress_mutex() where threads meet: a second thread
+  // may fail the communicator while the first is inside a call on it
+  // (api.cpp's EntryGuard), which reads the status without the lock.
   void fail(int status, const std::string& message);
-  int failed_status() const { return failed_status_; }
+  int failed_status() const { return failed_status_.load(std::memory_order_acquire); }
   // Drops the pins of a persistent operation (coll_request_free); the
   // communicator forgets it.
   void release_pins(Operation& op);
@@ -270,7 +273,9 @@ class Communicator {
   // COLL_FAST_PATH and a channel where writes complete at post.
   bool fast_path_ = false;
   bool reproducible_ = false;  // COLL_REPRODUCIBLE=order
-  int failed_status_ = 0;
+  // Set once (fail), the message before the status: a reader that loads a
+  // non-zero status (acquire) may read the message.
+  std::atomic<int> failed_status_{0};
   std::string failed_message_;
   std::mutex progress_mutex_;
   std::mutex create_mutex_;

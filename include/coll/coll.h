@@ -162,10 +162,13 @@ typedef struct coll_comm *coll_comm_t;
  *   MULTIPLE: any thread may call at any time; calls on different
  *     communicators run concurrently. Two threads inside calls that start
  *     operations on the SAME communicator at once is erroneous (as in MPI):
- *     libcoll detects it and fails the second with COLL_ERR_INVALID_ARG
- *     (never a silently wrong result). Give each thread its own communicator
- *     (coll_comm_dup). A request may be waited for or tested from any thread,
- *     by one thread at a time. */
+ *     libcoll detects it, fails the second with COLL_ERR_INVALID_ARG and
+ *     fails the communicator on every rank (the threads' calls may have
+ *     paired differently on each rank: every call inside it and every later
+ *     one ends with COLL_ERR_INVALID_ARG; free it). Calls that paired across
+ *     threads without ever overlapping at a rank cannot be seen. Give each
+ *     thread its own communicator (coll_comm_dup). A request may be waited
+ *     for or tested from any thread, by one thread at a time. */
 enum { COLL_THREAD_SINGLE, COLL_THREAD_FUNNELED, COLL_THREAD_SERIALIZED, COLL_THREAD_MULTIPLE };
 
 /* Bootstraps from the environment: a PMIx server (mpirun, srun --mpi=pmix),

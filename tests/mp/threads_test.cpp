@@ -1,7 +1,8 @@
 // Threads (COLL_THREAD_MULTIPLE): every thread drives its own communicator
 // (a dup of the world), all at once, and every result is exact; two threads
 // entering the same communicator at once are detected (COLL_ERR_INVALID_ARG
-// on one of them), never a silently wrong result. Built also with
+// on one of them) and the communicator is failed on every rank, so that
+// calls paired across threads stop completing. Built also with
 // ThreadSanitizer (tests/threads/meson.build).
 #include <coll/coll.h>
 
@@ -24,6 +25,18 @@ void expect(bool ok, const char* what, long a, long b) {
 void ok(int rc, const char* what) {
   if (rc == COLL_SUCCESS) return;
   std::fprintf(stderr, "[rank %d] threads_test: %s: %s\n", g_rank, what, coll_strerror(rc));
+  std::exit(1);
+}
+
+// Every rank's call on comm fails (the communicator is failed on every
+// rank, not on the ranks where the overlap was seen): a call that needs
+// every rank - an allreduce of one element.
+void expect_failed_everywhere(coll_comm_t comm, const char* when) {
+  int64_t x = 1;
+  const int rc = coll_allreduce(COLL_IN_PLACE, &x, 1, COLL_INT64, COLL_SUM, comm);
+  if (rc != COLL_SUCCESS) return;
+  std::fprintf(stderr, "[rank %d] threads_test: %s: the shared communicator still works here "
+               "(not failed on every rank)\n", g_rank, when);
   std::exit(1);
 }
 
@@ -71,14 +84,15 @@ int main(int argc, char** argv) {
   }
   for (auto& th : pool) th.join();
 
-  // Two threads on ONE communicator at once: erroneous, detected. Both
-  // threads enter it as fast as they can with calls that move nothing
-  // (count 0: no rank needs to match them), until one is refused; on two
-  // or more cores that happens within microseconds, and the loop is
-  // bounded (a million calls each).
+  // Two threads on ONE communicator at once: erroneous, detected, and the
+  // communicator failed on every rank (issue 31 item 2). Both threads enter
+  // it as fast as they can with calls that move nothing (count 0: no rank
+  // needs to match them), until one is refused; on two or more cores that
+  // happens within microseconds, and the loop is bounded (a million calls
+  // each).
   {
     coll_comm_t shared = comms[0];
-    std::atomic<int> refused{0}, ran{0};
+    std::atomic<int> refused{0};
     std::atomic<bool> stop{false};
     auto hammer = [&] {
       int64_t x = 1;
@@ -89,7 +103,6 @@ int main(int argc, char** argv) {
           stop = true;
         } else {
           ok(rc, "allreduce of 0 elements");
-          ++ran;
         }
       }
     };
@@ -97,7 +110,60 @@ int main(int argc, char** argv) {
     a.join();
     b.join();
     expect(refused.load() > 0, "two threads on one communicator were never refused", 0, 1);
+    expect_failed_everywhere(shared, "after two threads' calls of 0 elements");
   }
+
+  // The same with calls that move data, as a program that shares a
+  // communicator between threads makes them: thread A adds rank + 1,
+  // thread B 1000 * (rank + 1), one element, same count. Where the threads
+  // interleave differently on two ranks, A's call at one pairs with B's at
+  // the other: a sum that is neither closed form. Before the fix the loser
+  // alone was refused and such calls went on completing with COLL_SUCCESS
+  // (up to every call of 2000); now the first overlap fails the
+  // communicator, every thread on every rank stops with an error, and the
+  // communicator stays failed (checked on every rank). Mispaired calls
+  // that completed before the first overlap any rank saw cannot be told
+  // (no rank sees them): counted and printed, not asserted.
+  // (Not at np 1: nothing to pair.)
+  coll_comm_t raced = COLL_COMM_NULL;
+  if (n > 1) {
+    coll_comm_t& shared = raced;
+    ok(coll_comm_dup(world, &shared), "dup");
+    std::atomic<int> errors{0}, mispaired{0};
+    auto racer = [&](int64_t scale) {
+      for (int k = 0; k < 100000; ++k) {
+        int64_t x = scale * (g_rank + 1);
+        const int rc = coll_allreduce(COLL_IN_PLACE, &x, 1, COLL_INT64, COLL_SUM, shared);
+        if (rc != COLL_SUCCESS) {
+          expect(rc == COLL_ERR_INVALID_ARG, "a racing call's error", rc, COLL_ERR_INVALID_ARG);
+          ++errors;
+          return;
+        }
+        if (x != scale * n * (n + 1) / 2) ++mispaired;
+      }
+    };
+    std::thread a(racer, 1), b(racer, 1000);
+    a.join();
+    b.join();
+    expect(errors.load() == 2, "threads that stopped with an error", errors.load(), 2);
+    expect_failed_everywhere(shared, "after two threads' calls of 1 element");
+    if (g_rank == 0)
+      std::printf("threads_test: one communicator, two threads: failed on every rank; %d "
+                  "mispaired calls completed before the first overlap at rank 0\n",
+                  mispaired.load());
+  }
+
+  // The world is untouched. Checked before the failed communicators are
+  // freed: over tcp a write that reaches a freed window fails the pair's
+  // whole stream (issue 33), and a racing call's write may still be on its
+  // way; the world's allreduce comes after it on the same stream.
+  {
+    int64_t x = g_rank + 1;
+    ok(coll_allreduce(COLL_IN_PLACE, &x, 1, COLL_INT64, COLL_SUM, world), "world allreduce");
+    expect(x == int64_t(n) * (n + 1) / 2, "world allreduce after the failed ones", long(x),
+           long(int64_t(n) * (n + 1) / 2));
+  }
+  if (raced != COLL_COMM_NULL) ok(coll_comm_free(&raced), "free of the failed communicator");
 
   for (auto& c : comms) ok(coll_comm_free(&c), "free");
   ok(coll_finalize(), "finalize");
