@@ -274,11 +274,9 @@ int collective(coll_comm_t comm, coll::Coll c, coll::Args args, coll_request_t* 
     if (!blocking && !request) {
       const coll::Error e(COLL_ERR_INVALID_ARG,
                           coll::strfmt("%s: NULL request", coll::collective_info(c).name));
-      // A persistent init is collective only under COLL_CHECK_ARGS
-      // (Communicator::make_checked): there the refuser waits in its
-      // exchange as the others do; without the knob it starts nothing.
-      if (!persistent || cm.checks_arguments())
-        cm.refuse(coll::collective_info(c), e.status(), e.what(), persistent);
+      // A persistent init is collective (Communicator::agree_at_init):
+      // the refuser waits in its exchange as the others do.
+      cm.refuse(coll::collective_info(c), e.status(), e.what(), persistent, persistent);
       throw e;
     }
     if (blocking) {

@@ -240,9 +240,36 @@ bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Op
     return true;
   }
   const CollectiveInfo& info = collective_info(c);
-  info.check(op.args, size(), rank());
-  prepare_persistent(info, choose(c, op.args), op);
+  try {
+    info.check(op.args, size(), rank());
+  } catch (const Error& e) {
+    refuse(info, e.status(), e.what(), true, true);
+    throw;
+  }
+  const Algorithm* algo = choose(c, op.args);
+  agree_at_init(info, op);
+  prepare_persistent(info, algo, op);
   return true;
+}
+
+ArgCheck& Communicator::agreement_scratch() {
+  if (arg_check_) return *arg_check_;
+  if (!refusal_scratch_) refusal_scratch_ = std::make_unique<ArgCheck>(size());
+  return *refusal_scratch_;
+}
+
+void Communicator::agree_at_init(const CollectiveInfo& info, const Operation& op) {
+  if (size() == 1) return;
+  auto check = make_agreement(info, agreement_scratch());
+  Operation* o = check.get();
+  o->args = op.args;
+  {
+    std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
+    if (ctx_.locking()) l.lock();
+    start(*o);
+  }
+  ctx_.wait(*o);
+  if (o->status) throw Error(o->status, o->message);
 }
 
 void Communicator::prepare_persistent(const CollectiveInfo& info, const Algorithm* algo,
@@ -272,27 +299,12 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
     // this rank takes part in it, carrying its refusal, so that they fail
     // the call too and every rank stays in step. A persistent init is
     // collective here (below): the refuser waits in its exchange.
-    refuse(info, e.status(), e.what(), persistent || &op == &blocking_op_);
+    refuse(info, e.status(), e.what(), persistent || &op == &blocking_op_, persistent);
     throw;
   }
   const Algorithm* algo = choose(c, op.args);
   if (persistent) {
-    // Under the knob a persistent init is collective (MPI's rule for
-    // persistent collectives): the exchange runs once, here, and a
-    // mismatch or a refusal at any rank fails the init at every rank, so
-    // no rank holds a request whose starts would wait for a rank that has
-    // none. The arguments are fixed from here on: the starts run the
-    // algorithm alone.
-    auto check = make_agreement(info, *arg_check_);
-    Operation* o = check.get();
-    o->args = op.args;
-    {
-      std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
-      if (ctx_.locking()) l.lock();
-      start(*o);
-    }
-    ctx_.wait(*o);
-    if (o->status) throw Error(o->status, o->message);
+    agree_at_init(info, op);
     prepare_persistent(info, algo, op);
     return true;
   }
@@ -316,28 +328,27 @@ std::unique_ptr<Operation> Communicator::make_agreement(const CollectiveInfo& in
 }
 
 void Communicator::refuse(const CollectiveInfo& info, int status, const std::string& message,
-                          bool wait) {
+                          bool wait, bool init) {
   if (size() == 1) return;
   // Operations that ended are dropped here (and with the communicator):
   // one refused call at a time is the usual number.
   std::erase_if(refused_ops_,
                 [](const std::unique_ptr<Operation>& o) { return o->complete.load(); });
-  // Without COLL_CHECK_ARGS the others run no exchange for this call: the
-  // scratch is made for the first refusal (Channel::notify_refused).
-  if (!arg_check_ && !refusal_scratch_) refusal_scratch_ = std::make_unique<ArgCheck>(size());
-  ArgCheck& scratch = arg_check_ ? *arg_check_ : *refusal_scratch_;
-  auto op = make_agreement(info, scratch);
+  // Without COLL_CHECK_ARGS the others run no exchange for an ordinary
+  // call: the scratch is made for the first refusal (notify_refused).
+  auto op = make_agreement(info, agreement_scratch());
   Operation* o = op.get();
   op->refused = status;
   op->refusal = message;
+  op->refused_in_agreement = arg_check_ || init;
   {
     std::unique_lock<std::mutex> l(progress_mutex_, std::defer_lock);
     if (ctx_.locking()) l.lock();
     // Peers that accepted the call and wait for this rank in it learn of
     // the refusal from the notice, by the call's number (start gives the
-    // operation calls_), and fail it; under COLL_CHECK_ARGS every rank is
-    // in the exchange anyway.
-    if (!arg_check_ && !failed_status()) channel_->notify_refused(calls_, status);
+    // operation calls_), and fail it; under COLL_CHECK_ARGS, and in a
+    // persistent init, every rank is in the exchange anyway.
+    if (!arg_check_ && !init && !failed_status()) channel_->notify_refused(calls_, status);
     start(*op);
   }
   refused_ops_.push_back(std::move(op));

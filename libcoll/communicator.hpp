@@ -229,8 +229,22 @@ class Communicator {
   // accepted it learn of the refusal first (Channel::notify_refused) and
   // fail the call, and the communicator with it, everywhere; either way no
   // rank completes it with another call's data. One rank: nothing.
-  void refuse(const CollectiveInfo& info, int status, const std::string& message, bool wait);
+  // A refused persistent init (init): every rank is in its exchange (a
+  // persistent init is collective, agree_at_init), so no notice; waits.
+  void refuse(const CollectiveInfo& info, int status, const std::string& message, bool wait,
+              bool init = false);
  private:
+  // A persistent init is collective (MPI's rule for persistent
+  // collectives), with or without COLL_CHECK_ARGS: the argument agreement
+  // runs once, here, and a mismatch or a refusal at any rank fails the
+  // init at every rank, so no rank holds a request whose starts would wait
+  // for a rank that has none (or complete at a rank that needs nothing of
+  // the others and leave its messages to be read as their next call's).
+  // The arguments are fixed from here on: the starts run the algorithm
+  // alone. op.args are set and checked.
+  void agree_at_init(const CollectiveInfo& info, const Operation& op);
+  // The agreement's scratch: COLL_CHECK_ARGS's, else one made on first use.
+  ArgCheck& agreement_scratch();
   Task checked_call(Channel& ch, Operation& op, const Algorithm* algo);
   void begin(Operation& op);
   void finish(Operation& op);

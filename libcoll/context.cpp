@@ -506,7 +506,7 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
              comm.rank(), peer, coll_strerror(status));
     // And the refusing rank, in the refusal's exchange, finds the peers that
     // accepted the call without needing it (a bcast's root).
-    if (op && op->refused && !comm.checks_arguments())
+    if (op && op->refused && !op->refused_in_agreement)
       if (const int p = comm.channel().accepting_peer(op->seq); p >= 0)
         fail(op->refused,
              "rank %d refused this call on its own arguments, and rank %d accepted it (it sent "

@@ -64,6 +64,10 @@ struct Operation {
   // others, in the agreement exchange (Communicator::refuse).
   int refused = 0;
   std::string refusal;
+  // Every rank runs this refusal's exchange whatever its own arguments (a
+  // persistent init's, or COLL_CHECK_ARGS's): a peer's data message is a
+  // later call's, not a sign that the peer accepted this one.
+  bool refused_in_agreement = false;
   Task task;                 // the running activation
   Operation* next = nullptr;  // the communicator's queue
 };

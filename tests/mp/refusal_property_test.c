@@ -141,8 +141,7 @@ static void spoil(struct Call *k, int g) {
 }
 
 /* Starts and completes the call; its status. k->nonblocking: 0 blocking,
- * 1 non-blocking, 2 persistent (under COLL_CHECK_ARGS only, where the init
- * is collective: init, one start, wait, free). */
+ * 1 non-blocking, 2 persistent (init, one start, wait, free). */
 static int issue(struct Call *k) {
   const void *s = k->sendbuf;
   void *r = k->recvbuf;
@@ -275,7 +274,9 @@ static void checked_trial(int trial, const size_t *counts, int *refused_by) {
 static void one_rank_trial(int trial, const size_t *counts, int *refused_by, int *succeeded) {
   struct Call k;
   const int c = draw(kCollectives);
-  correct_call(&k, c, counts[draw(4)], draw(g_size), draw(2));
+  /* Persistent too: the refusing rank has no request, the others' start
+   * fails where it needs that rank (Channel::notify_refused_init). */
+  correct_call(&k, c, counts[draw(4)], draw(g_size), draw(3));
   const int bad = draw(g_size);
   int g;
   do g = draw(kGarbageKinds); while (g == kOtherCount || !applies(g, &k, bad));
@@ -285,8 +286,7 @@ static void one_rank_trial(int trial, const size_t *counts, int *refused_by, int
   const char *msg = coll_comm_last_error(g_comm);
   if (g_rank == bad) {
     CHECK(rc == COLL_ERR_INVALID_ARG, "trial %d: this rank passed %s to coll_%s%s: got %s (%s)",
-          trial, kGarbageNames[g], kNames[c], k.nonblocking ? " (non-blocking)" : "",
-          coll_strerror(rc), msg);
+          trial, kGarbageNames[g], kNames[c], form_name(&k), coll_strerror(rc), msg);
     if (c != kBcast) {
       struct Call none = k;
       none.coll = kAllreduce, none.count = 0;
@@ -312,14 +312,14 @@ static void one_rank_trial(int trial, const size_t *counts, int *refused_by, int
    * the world stays in step (checked by the next call). */
   g_comm = coll_comm_world();
   struct Call all;
-  correct_call(&all, draw(kCollectives), counts[draw(4)], draw(g_size), draw(2));
+  correct_call(&all, draw(kCollectives), counts[draw(4)], draw(g_size), draw(3));
   do g = draw(kGarbageKinds); while (g == kOtherCount || !applies(g, &all, all.root) ||
                                      !applies(g, &all, (all.root + 1) % g_size));
   spoil(&all, g);
   const int all_rc = issue(&all);
   CHECK(all_rc == COLL_ERR_INVALID_ARG, "trial %d: every rank passed %s to coll_%s%s: got %s (%s)",
-        trial, kGarbageNames[g], kNames[all.coll], all.nonblocking ? " (non-blocking)" : "",
-        coll_strerror(all_rc), coll_comm_last_error(g_comm));
+        trial, kGarbageNames[g], kNames[all.coll], form_name(&all), coll_strerror(all_rc),
+        coll_comm_last_error(g_comm));
 }
 
 int main(int argc, char **argv) {
