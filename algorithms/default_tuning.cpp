@@ -76,6 +76,25 @@
 // only below 2 KiB a block there (bench/results/shim-2026-12-06-linear-ab/). Only np 4 was measured: the
 // other rank counts keep their rules.
 //
+// The direct (one-step) scan and exscan (issue 32) against the chain, at
+// np 3 and 4 only: build/bench/coll_bench -b scan,exscan -m 4:8192 (float
+// sum, 1000 iterations) under collrun with COLL_SCAN_ALGO and
+// COLL_EXSCAN_ALGO both linear or both direct, alternating, 33 runs a
+// side at np 3 and 21 at np 4, the 2-core machine shared with another
+// developer's builds. Every run came out in one of two modes that held
+// for all its sizes, whatever the algorithm: about 0.2-1 us (the ranks'
+// waits spinning on the two cores) or about 4-9 us (context switches);
+// at np 4 almost always the second. At np 4 direct won at every size, in
+// that mode median 4.2-6.5 us against 6.7-9.1 (scan) and 4.2-6.2 against
+// 7.5-9.1 (exscan), its pooled median 0.50-0.88 of the chain's (scan)
+// and 0.50-0.92 (exscan). At np 3 the two tied in the slow mode (7-9 us)
+// and in the fast one direct was ahead or level to 512 B (scan 0.31-0.48
+// us against 0.34-0.41, exscan 0.33-0.46 against 0.41-0.56) and behind
+// from 1 KiB for scan (0.67-1.06 against 0.44-0.69; exscan only at 8 KiB):
+// so direct below 8 KiB at np 4 and below 1 KiB at np 3, the chain from
+// there (and at every other rank count: unmeasured). Through the PMPI
+// shim against Open MPI this was not measured.
+//
 // Rank counts above 8 (kDefaultTuningMaxRanks) take the cost model's
 // choices (selection.cpp, cost_model.hpp: this machine's shared-memory
 // parameters, every rank on one node) instead of stretching the rules of 8
@@ -173,7 +192,15 @@ alltoall      5      1M         pairwise
 alltoallv     *      0          linear
 
 scan          *      0          linear
+scan          3      0          direct
+scan          3      1K         linear
+scan          4      0          direct
+scan          4      8K         linear
 exscan        *      0          linear
+exscan        3      0          direct
+exscan        3      1K         linear
+exscan        4      0          direct
+exscan        4      8K         linear
 )";
 
 }  // namespace coll
