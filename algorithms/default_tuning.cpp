@@ -92,8 +92,14 @@
 // us against 0.34-0.41, exscan 0.33-0.46 against 0.41-0.56) and behind
 // from 1 KiB for scan (0.67-1.06 against 0.44-0.69; exscan only at 8 KiB):
 // so direct below 8 KiB at np 4 and below 1 KiB at np 3, the chain from
-// there (and at every other rank count: unmeasured). Through the PMPI
-// shim against Open MPI this was not measured.
+// there (and at every other rank count: unmeasured); the runs are in
+// bench/results/scan-direct-2026-12-06/. Through the PMPI shim
+// (bench/shim-compare.sh --np 4 --repeats 3 -b scan,exscan, the shim with
+// these rules against the shim with the chain forced and Open MPI tuned,
+// on the same loaded machine: spreads of 0.01-570x) direct's median
+// latency was lower at 21 of 22 points (scan 4 B - 4 KiB 22-41 us against
+// 34-164, exscan 18-66 against 45-110); exscan below 512 B stays 1.5-5x
+// behind tuned's 9-22 us (bench/results/shim-2026-12-06-scan-ab/).
 //
 // Rank counts above 8 (kDefaultTuningMaxRanks) take the cost model's
 // choices (selection.cpp, cost_model.hpp: this machine's shared-memory
