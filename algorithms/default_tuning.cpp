@@ -85,14 +85,15 @@
 // for all its sizes, whatever the algorithm: about 0.2-1 us (the ranks'
 // waits spinning on the two cores) or about 4-9 us (context switches);
 // at np 4 almost always the second. At np 4 direct won at every size, in
-// that mode median 4.2-6.5 us against 6.7-9.1 (scan) and 4.2-6.2 against
+// that mode median 4.5-7.3 us against 6.6-9.9 (scan) and 4.2-6.2 against
 // 7.5-9.1 (exscan), its pooled median 0.50-0.88 of the chain's (scan)
-// and 0.50-0.92 (exscan). At np 3 the two tied in the slow mode (7-9 us)
-// and in the fast one direct was ahead or level to 512 B (scan 0.31-0.48
-// us against 0.34-0.41, exscan 0.33-0.46 against 0.41-0.56) and behind
-// from 1 KiB for scan (0.67-1.06 against 0.44-0.69; exscan only at 8 KiB):
-// so direct below 8 KiB at np 4 and below 1 KiB at np 3, the chain from
-// there (and at every other rank count: unmeasured); the runs are in
+// and 0.47-0.92 (exscan). At np 3 the slow mode (7-9 us) left the two
+// level or direct ahead (by up to 20%); in the fast one direct's scan
+// was level to 128 B (0.31-0.40 us against 0.34-0.39), 15-17% behind at
+// 256-512 B and 1.3-1.8x behind from 1 KiB, its exscan ahead to 4 KiB
+// (0.33-0.57 against 0.41-0.67) and behind at 8 KiB: so direct below
+// 8 KiB at np 4, below 256 B (scan) and 1 KiB (exscan) at np 3, the
+// chain from there (and at every other rank count: unmeasured); the runs are in
 // bench/results/scan-direct-2026-12-06/. Through the PMPI shim
 // (bench/shim-compare.sh --np 4 --repeats 3 -b scan,exscan, the shim with
 // these rules against the shim with the chain forced and Open MPI tuned,
@@ -199,7 +200,7 @@ alltoallv     *      0          linear
 
 scan          *      0          linear
 scan          3      0          direct
-scan          3      1K         linear
+scan          3      256        linear
 scan          4      0          direct
 scan          4      8K         linear
 exscan        *      0          linear

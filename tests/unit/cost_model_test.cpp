@@ -61,9 +61,9 @@ TEST(CostModel, LinearSmallCallSchedulesAreNeverChosen) {
   for (const Network& net : standard_networks())
     profiles.push_back(with_network(this_machine(), net));
   const std::pair<Coll, const char*> one_step[] = {
-      {Coll::kAllgather, "linear"},          {Coll::kAllgatherv, "linear"},
-      {Coll::kReduce, "linear"},             {Coll::kReduceScatterBlock, "linear"},
-      {Coll::kReduceScatter, "linear"},      {Coll::kScan, "direct"},
+      {Coll::kAllgather, "linear"},     {Coll::kAllgatherv, "linear"},
+      {Coll::kReduce, "linear"},        {Coll::kReduceScatterBlock, "linear"},
+      {Coll::kReduceScatter, "linear"}, {Coll::kScan, "direct"},
       {Coll::kExscan, "direct"}};
   for (const auto& [c, name] : one_step)
     for (const Params& p : profiles)
