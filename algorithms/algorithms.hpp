@@ -285,6 +285,10 @@ Task recursive_doubling_scan(Channel& ch, const Args& args);
 Task linear_scan(Channel& ch, const Args& args);
 Task recursive_doubling_exscan(Channel& ch, const Args& args);
 Task linear_exscan(Channel& ch, const Args& args);
+Task direct_scan(Channel& ch, const Args& args);
+Task direct_exscan(Channel& ch, const Args& args);
+bool direct_scan_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
+bool direct_exscan_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 // For non-commutative user operators only (in_order_algorithm).
 Task in_order_reduce(Channel& ch, const Args& args);
 Task in_order_reduce_scatter_block(Channel& ch, const Args& args);

@@ -441,6 +441,11 @@ double linear_scan(const Net& net, size_t bytes) {
   return chain_pipeline(net, elems(net, bytes) * net.p.elem_size, true);
 }
 
+// direct_scan.cpp: every rank writes its vector to every higher rank; the
+// last rank takes the n - 1 others' (the root's part of linear_reduce:
+// the same messages, the same n - 1 reductions) and is the last to finish.
+double direct_scan(const Net& net, size_t bytes) { return linear_reduce(net, bytes); }
+
 // --- the table ---------------------------------------------------------------
 
 using CostFn = double (*)(const Net&, size_t);
@@ -448,7 +453,8 @@ struct Modelled {
   const char* name;
   CostFn cost;
   // Whether the model's choice (best, best_cost) may take it. Not the
-  // linear allgather(v), reduce and reduce_scatter(_block): they win where
+  // linear allgather(v), reduce and reduce_scatter(_block), and the direct
+  // scan and exscan (measured at np 3-4 only): they win where
   // ranks outnumber cores (every dependent step is a rank to schedule), a
   // cost this model leaves out, and they were measured at np 4 only; at
   // the rank counts the model chooses for (past the table's 8) it cannot
@@ -495,8 +501,14 @@ const std::vector<Modelled>& modelled(Coll c) {
       /* alltoall */
       {{"pairwise", pairwise_alltoall}, {"bruck", bruck_alltoall}, {"linear", linear_alltoall}},
       /* alltoallv */ {{"pairwise", pairwise_alltoall}, {"linear", linear_alltoall}},
-      /* scan */ {{"recursive_doubling", recursive_doubling_scan}, {"linear", linear_scan}},
-      /* exscan */ {{"recursive_doubling", recursive_doubling_scan}, {"linear", linear_scan}},
+      /* scan */
+      {{"recursive_doubling", recursive_doubling_scan},
+       {"linear", linear_scan},
+       {"direct", direct_scan, false}},
+      /* exscan */
+      {{"recursive_doubling", recursive_doubling_scan},
+       {"linear", linear_scan},
+       {"direct", direct_scan, false}},
   };
   return table[int(c)];
 }

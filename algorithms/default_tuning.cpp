@@ -76,6 +76,32 @@
 // only below 2 KiB a block there (bench/results/shim-2026-12-06-linear-ab/). Only np 4 was measured: the
 // other rank counts keep their rules.
 //
+// The direct (one-step) scan and exscan (issue 32) against the chain, at
+// np 3 and 4 only: build/bench/coll_bench -b scan,exscan -m 4:8192 (float
+// sum, 1000 iterations) under collrun with COLL_SCAN_ALGO and
+// COLL_EXSCAN_ALGO both linear or both direct, alternating, 33 runs a
+// side at np 3 and 21 at np 4, the 2-core machine shared with another
+// developer's builds. Every run came out in one of two modes that held
+// for all its sizes, whatever the algorithm: about 0.2-1 us (the ranks'
+// waits spinning on the two cores) or about 4-9 us (context switches);
+// at np 4 almost always the second. At np 4 direct won at every size, in
+// that mode median 4.5-7.3 us against 6.6-9.9 (scan) and 4.2-6.2 against
+// 7.5-9.1 (exscan), its pooled median 0.50-0.88 of the chain's (scan)
+// and 0.47-0.92 (exscan). At np 3 the slow mode (7-9 us) left the two
+// level or direct ahead (by up to 20%); in the fast one direct's scan
+// was level to 128 B (0.31-0.40 us against 0.34-0.39), 15-17% behind at
+// 256-512 B and 1.3-1.8x behind from 1 KiB, its exscan ahead to 4 KiB
+// (0.33-0.57 against 0.41-0.67) and behind at 8 KiB: so direct below
+// 8 KiB at np 4, below 256 B (scan) and 1 KiB (exscan) at np 3, the
+// chain from there (and at every other rank count: unmeasured); the runs are in
+// bench/results/scan-direct-2026-12-06/. Through the PMPI shim
+// (bench/shim-compare.sh --np 4 --repeats 3 -b scan,exscan, the shim with
+// these rules against the shim with the chain forced and Open MPI tuned,
+// on the same loaded machine: spreads of 0.01-570x) direct's median
+// latency was lower at 21 of 22 points (scan 4 B - 4 KiB 22-41 us against
+// 34-164, exscan 18-66 against 45-110); exscan below 512 B stays 1.5-5x
+// behind tuned's 9-22 us (bench/results/shim-2026-12-06-scan-ab/).
+//
 // Rank counts above 8 (kDefaultTuningMaxRanks) take the cost model's
 // choices (selection.cpp, cost_model.hpp: this machine's shared-memory
 // parameters, every rank on one node) instead of stretching the rules of 8
@@ -173,7 +199,15 @@ alltoall      5      1M         pairwise
 alltoallv     *      0          linear
 
 scan          *      0          linear
+scan          3      0          direct
+scan          3      256        linear
+scan          4      0          direct
+scan          4      8K         linear
 exscan        *      0          linear
+exscan        3      0          direct
+exscan        3      1K         linear
+exscan        4      0          direct
+exscan        4      8K         linear
 )";
 
 }  // namespace coll

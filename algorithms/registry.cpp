@@ -91,10 +91,12 @@ constexpr Algorithm kAlltoallv[] = {
 constexpr Algorithm kScan[] = {
     {"recursive_doubling", recursive_doubling_scan},
     {"linear", linear_scan},
+    {"direct", direct_scan, direct_scan_now},
 };
 constexpr Algorithm kExscan[] = {
     {"recursive_doubling", recursive_doubling_exscan},
     {"linear", linear_exscan},
+    {"direct", direct_exscan, direct_exscan_now},
 };
 
 // Not in the tables: never the table's or a knob's choice, only
@@ -796,7 +798,11 @@ const Algorithm* lookup_algorithm(Coll c, const std::string& name) {
 // reduce and reduce-scatter (relative rank order: the root's or the
 // owner's operand first), not Rabenseifner, recursive halving or
 // reduce_scatter_gather (their first step joins ranks p/2 apart), not the
-// hierarchical ones (hosts' ranks need not be consecutive).
+// hierarchical ones (hosts' ranks need not be consecutive). The linear
+// (chain) and direct scan and exscan keep the rank order too (a left fold)
+// but associate the operands otherwise than recursive doubling, so
+// COLL_REPRODUCIBLE=order, which promises one grouping per rank count,
+// keeps recursive doubling for both.
 const Algorithm* in_order_algorithm(Coll c) {
   switch (c) {
     case Coll::kAllreduce:

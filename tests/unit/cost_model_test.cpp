@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "algorithms.hpp"
 #include "error.hpp"
@@ -50,21 +51,26 @@ TEST(CostModel, ModelsEveryAlgorithmOfTheRegistry) {
   }
 }
 
-// The linear allgather(v), reduce and reduce_scatter(_block) are predicted
-// but never chosen (cost_model.cpp says why): the selection past the
-// table's rank counts, on this machine and on the standard networks,
-// keeps the algorithms it had, whatever the size.
+// The linear allgather(v), reduce and reduce_scatter(_block), and the
+// direct scan and exscan, are predicted but never chosen (cost_model.cpp
+// says why): the selection past the table's rank counts, on this machine
+// and on the standard networks, keeps the algorithms it had, whatever the
+// size.
 TEST(CostModel, LinearSmallCallSchedulesAreNeverChosen) {
   std::vector<Params> profiles{this_machine()};
   for (const Network& net : standard_networks())
     profiles.push_back(with_network(this_machine(), net));
-  for (Coll c : {Coll::kAllgather, Coll::kAllgatherv, Coll::kReduce, Coll::kReduceScatterBlock,
-                 Coll::kReduceScatter})
+  const std::pair<Coll, const char*> one_step[] = {
+      {Coll::kAllgather, "linear"},     {Coll::kAllgatherv, "linear"},
+      {Coll::kReduce, "linear"},        {Coll::kReduceScatterBlock, "linear"},
+      {Coll::kReduceScatter, "linear"}, {Coll::kScan, "direct"},
+      {Coll::kExscan, "direct"}};
+  for (const auto& [c, name] : one_step)
     for (const Params& p : profiles)
       for (int n : {2, 3, 9, 12, 16, 64})
         for (size_t bytes : {size_t{4}, size_t{4096}, size_t{65536}, size_t{4} << 20}) {
-          EXPECT_GT(predict(c, "linear", n, bytes, p), 0);
-          EXPECT_NE(best(c, n, bytes, p).algorithm, "linear")
+          EXPECT_GT(predict(c, name, n, bytes, p), 0);
+          EXPECT_NE(best(c, n, bytes, p).algorithm, name)
               << collective_info(c).name << " n=" << n << " bytes=" << bytes;
         }
 }
