@@ -224,7 +224,7 @@ std::string describe_pair(Coll c, const Finding& f) {
 
 }  // namespace
 
-Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch) {
+Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch, bool compare) {
   const int n = ch.size(), me = ch.rank();
   // Control messages: a rank that meets a call's data here, or whose call
   // meets these, fails instead of misreading them (Channel::ControlScope).
@@ -258,6 +258,7 @@ Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch) {
     throw AgreedError(s.op, strfmt("coll_%s: rank %d refused the call: %s", op.info->name, r,
                                    theirs.text));
   }
+  if (!compare) co_return;
   std::string mismatch;
   for (int r = 1; r < n && mismatch.empty(); ++r)
     for (Field f : kFields)

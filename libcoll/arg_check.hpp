@@ -69,7 +69,12 @@ struct ArgCheck {
 // as make_collective leaves them) agree at every rank, or every rank
 // throws AgreedError naming the first mismatch (COLL_ERR_INVALID_ARG) or
 // the first rank that refused the call on its own arguments (its status
-// and message; op.refused at that rank, see Communicator::refuse).
-Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch);
+// and message; op.refused at that rank, see Communicator::refuse). With
+// compare false only refusals count: without COLL_CHECK_ARGS the ranks'
+// call numbers may differ (a call that moves nothing at one rank is no
+// operation there) and arguments of the same size may (a persistent
+// init's agreement, Communicator::agree_at_init).
+Task agree_on_arguments(Channel& ch, const Operation& op, ArgCheck& scratch,
+                        bool compare = true);
 
 }  // namespace coll

@@ -260,7 +260,10 @@ ArgCheck& Communicator::agreement_scratch() {
 
 void Communicator::agree_at_init(const CollectiveInfo& info, const Operation& op) {
   if (size() == 1) return;
-  auto check = make_agreement(info, agreement_scratch());
+  // Without the knob only a refusal fails it: the ranks' call numbers may
+  // differ there, and arguments that the knob would call a mismatch are
+  // the program's to get right, as in its other calls.
+  auto check = make_agreement(info, agreement_scratch(), arg_check_ != nullptr);
   Operation* o = check.get();
   o->args = op.args;
   {
@@ -319,11 +322,13 @@ bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Opera
 }
 
 std::unique_ptr<Operation> Communicator::make_agreement(const CollectiveInfo& info,
-                                                       ArgCheck& scratch) {
+                                                       ArgCheck& scratch, bool compare) {
   auto op = make_internal(info.name, nullptr);
   Operation* o = op.get();
   op->info = &info;
-  op->body = [o, &scratch](Channel& ch) { return agree_on_arguments(ch, *o, scratch); };
+  op->body = [o, &scratch, compare](Channel& ch) {
+    return agree_on_arguments(ch, *o, scratch, compare);
+  };
   return op;
 }
 

@@ -214,8 +214,10 @@ class Communicator {
   bool make_checked(Coll c, const Args& args, bool persistent, Operation& op);
   // An internal operation that runs info's argument agreement
   // (agree_on_arguments) on its own args, with scratch: a refusal's
-  // (refuse) and a persistent init's under COLL_CHECK_ARGS.
-  std::unique_ptr<Operation> make_agreement(const CollectiveInfo& info, ArgCheck& scratch);
+  // (refuse) and a persistent init's (agree_at_init; compare: under
+  // COLL_CHECK_ARGS, else refusals only).
+  std::unique_ptr<Operation> make_agreement(const CollectiveInfo& info, ArgCheck& scratch,
+                                            bool compare = true);
   // prepare for a persistent op whose arguments are checked (and, under
   // COLL_CHECK_ARGS, agreed at init): algo at each start, or nothing.
   void prepare_persistent(const CollectiveInfo& info, const Algorithm* algo, Operation& op);
