@@ -230,25 +230,15 @@ Operation* Communicator::start_blocking(Coll c, Args& args) {
 }
 
 bool Communicator::make_collective(Coll c, const Args& args, bool persistent, Operation& op) {
-  if (arg_check_) [[unlikely]]
+  // A persistent init is collective with the knob or without (its
+  // agreement compares the arguments only under the knob: agree_at_init),
+  // so it takes make_checked's path either way.
+  if (arg_check_ || persistent) [[unlikely]]
     return make_checked(c, args, persistent, op);
   op.args = args;
-  if (!persistent) [[likely]] {
-    const Algorithm* algo = check_and_choose(c, op.args, false);
-    if (!algo) return false;
-    prepare_plain(c, algo, op);
-    return true;
-  }
-  const CollectiveInfo& info = collective_info(c);
-  try {
-    info.check(op.args, size(), rank());
-  } catch (const Error& e) {
-    refuse(info, e.status(), e.what(), true, true);
-    throw;
-  }
-  const Algorithm* algo = choose(c, op.args);
-  agree_at_init(info, op);
-  prepare_persistent(info, algo, op);
+  const Algorithm* algo = check_and_choose(c, op.args, false);
+  if (!algo) return false;
+  prepare_plain(c, algo, op);
   return true;
 }
 
@@ -289,9 +279,10 @@ void Communicator::prepare_persistent(const CollectiveInfo& info, const Algorith
   }
 }
 
-// Every call becomes an operation (there are at least two ranks): one that
-// moves nothing must still meet the others' signatures, since a rank with
-// count 0 against one with count 5 is exactly the mismatch to catch.
+// Under COLL_CHECK_ARGS every call becomes an operation (there are at
+// least two ranks): one that moves nothing must still meet the others'
+// signatures, since a rank with count 0 against one with count 5 is
+// exactly the mismatch to catch. Also every persistent init, knob or not.
 bool Communicator::make_checked(Coll c, const Args& args, bool persistent, Operation& op) {
   const CollectiveInfo& info = collective_info(c);
   op.args = args;
