@@ -289,6 +289,17 @@ Task direct_scan(Channel& ch, const Args& args);
 Task direct_exscan(Channel& ch, const Args& args);
 bool direct_scan_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 bool direct_exscan_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
+// COLL_REPRODUCIBLE=exact (exact_reduction.cpp): the exact-sum algorithm
+// of allreduce, reduce or reduce_scatter(_block) for a call whose datatype
+// and operator it sums exactly (float, double, float16, bfloat16 SUM), or
+// nullptr (also on 2^21 ranks or more: the accumulators' headroom).
+// exact_local is that definition at one rank.
+const Algorithm* exact_algorithm(Coll c, const Args& args, int nranks);
+void exact_local(Coll c, const Args& args);
+Task exact_allreduce(Channel& ch, const Args& args);
+Task exact_reduce(Channel& ch, const Args& args);
+Task exact_reduce_scatter_block(Channel& ch, const Args& args);
+Task exact_reduce_scatter(Channel& ch, const Args& args);
 // For non-commutative user operators only (in_order_algorithm).
 Task in_order_reduce(Channel& ch, const Args& args);
 Task in_order_reduce_scatter_block(Channel& ch, const Args& args);

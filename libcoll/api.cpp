@@ -1080,6 +1080,30 @@ const char* coll_comm_last_algorithm(coll_comm_t comm, const char* collective) {
   return c && collective ? c->last_algorithm(collective) : "";
 }
 
+// One allreduce (MAX) of (level, -level) tells every rank whether all
+// passed the same valid level: then max(level) == -max(-level). A rank
+// that passed a bad level offers one that is out of range (and the
+// others' check fails with it), so that no rank changes its level alone.
+int coll_comm_set_reproducible(coll_comm_t comm, coll_reproducible_t level) {
+  const int wanted = raw_enum(level);
+  const bool valid = wanted >= COLL_REPRODUCIBLE_OFF && wanted <= COLL_REPRODUCIBLE_EXACT;
+  int32_t offer[2] = {valid ? wanted : COLL_REPRODUCIBLE_EXACT + 1, valid ? -wanted : 0};
+  const int status = coll_allreduce(COLL_IN_PLACE, offer, 2, COLL_INT32, COLL_MAX, comm);
+  if (status != COLL_SUCCESS) return status;
+  return on_comm(comm, [&](CommEntry&, coll::Communicator& c) {
+    if (!valid)
+      coll::fail(COLL_ERR_INVALID_ARG,
+                 "coll_comm_set_reproducible: level %d (COLL_REPRODUCIBLE_OFF, _ORDER or _EXACT)",
+                 wanted);
+    if (offer[0] > COLL_REPRODUCIBLE_EXACT || offer[0] != -offer[1])
+      coll::fail(COLL_ERR_INVALID_ARG,
+                 "coll_comm_set_reproducible: the ranks passed different levels, or one passed "
+                 "a level out of range (this rank: %d); the level is unchanged",
+                 wanted);
+    c.set_reproducible(wanted);
+  });
+}
+
 int coll_op_create(coll_user_fn* fn, int commute, void* ctx, coll_op_t* op) {
   if (!fn) return bad_handle("coll_op_create: NULL function");
   if (!op) return bad_handle("coll_op_create: NULL op");

@@ -48,7 +48,7 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
   flush_.emplace(*channel_);
   if (ctx.config().check_args && size() > 1) arg_check_ = std::make_unique<ArgCheck>(size());
   fast_path_ = ctx.config().fast_path && channel_->completes_at_post();
-  reproducible_ = ctx.config().reproducible_order;
+  reproducible_ = ctx.config().reproducible;
 }
 
 Communicator::~Communicator() {
@@ -152,9 +152,18 @@ bool order_sensitive(const Args& a) {
   // user operators): the in-order algorithms all run one recursive-doubling
   // allreduce, whose association of the operands depends on the number of
   // ranks alone (in_order_reduce.cpp), not on sizes, chunks or transport.
-  const Algorithm* algo =
-      args.commutative && !(reproducible_ && order_sensitive(args)) ? nullptr
-                                                                    : in_order_algorithm(c);
+  //
+  // COLL_REPRODUCIBLE=exact: the sums it makes exact (float, double,
+  // float16, bfloat16 SUM in allreduce, reduce, reduce_scatter(_block))
+  // run exact_reduction.cpp's algorithms, whose bits do not depend on the
+  // number of ranks either; the rest of what is order-sensitive (PROD,
+  // user operators, scans) as under order.
+  const Algorithm* algo = nullptr;
+  if (!args.commutative || (reproducible_ && order_sensitive(args))) [[unlikely]] {
+    if (reproducible_ == COLL_REPRODUCIBLE_EXACT && !is_user_op_handle(args.op))
+      algo = exact_algorithm(c, args, size());
+    if (!algo) algo = in_order_algorithm(c);
+  }
   if (!algo) algo = ctx_.forced(c);
   if (!algo) algo = hierarchical_[int(c)];
   if (!algo) {
@@ -174,6 +183,16 @@ bool order_sensitive(const Args& a) {
   return algo;
 }
 
+// The call on one rank: the descriptor's, or exact-sum's definition where
+// choose gave its algorithm (it makes NaN payloads quiet, as at n ranks).
+void Communicator::run_local(const CollectiveInfo& info, const Algorithm* algo, const Args& args) {
+  if (reproducible_ == COLL_REPRODUCIBLE_EXACT && algo &&
+      algo == exact_algorithm(info.id, args, size())) [[unlikely]]
+    exact_local(info.id, args);
+  else
+    info.local(args);
+}
+
 [[gnu::always_inline]] inline const Algorithm* Communicator::check_and_choose(Coll c, Args& args,
                                                                                bool blocking) {
   const CollectiveInfo& info = collective_info(c);
@@ -188,7 +207,7 @@ bool order_sensitive(const Args& a) {
   if (!info.empty(args) && size() > 1) return algo;
   if (const int failed = failed_status())
     throw Error(failed, "the communicator failed earlier: " + failed_message_);
-  if (!info.empty(args)) info.local(args);
+  if (!info.empty(args)) run_local(info, algo, args);
   return nullptr;
 }
 
@@ -272,8 +291,8 @@ void Communicator::prepare_persistent(const CollectiveInfo& info, const Algorith
   if (trivial) {
     // A persistent call that moves nothing still starts and completes.
     Operation* o = &op;
-    op.body = [o](Channel&) -> Task {
-      if (!o->info->empty(o->args)) o->info->local(o->args);
+    op.body = [o, algo](Channel&) -> Task {
+      if (!o->info->empty(o->args)) o->comm->run_local(*o->info, algo, o->args);
       co_return;
     };
   }

@@ -72,6 +72,8 @@ class Communicator {
   size_t windows() const { return 1 + (node_comm_ ? 1 : 0) + (leader_comm_ ? 1 : 0); }
   // "" before the first call of that collective.
   const char* last_algorithm(const std::string& collective) const;
+  // coll_comm_set_reproducible, once the ranks agreed on the level.
+  void set_reproducible(int level) { reproducible_ = level; }
 
   // Prepares op as an operation of collective c: args are checked (a bad
   // one throws Error(COLL_ERR_INVALID_ARG) and leaves the communicator
@@ -199,6 +201,7 @@ class Communicator {
   // refused on this rank's arguments is refused at every rank (refuse;
   // blocking: whether the refusing call waits for that).
   const Algorithm* check_and_choose(Coll c, Args& args, bool blocking);
+  void run_local(const CollectiveInfo& info, const Algorithm* algo, const Args& args);
   void prepare_plain(Coll c, const Algorithm* algo, Operation& op);
   // The call done at once by algo's synchronous form (no task, no queue)
   // when its waits are satisfied. False otherwise, with rest empty (nothing
@@ -288,7 +291,9 @@ class Communicator {
   std::vector<std::unique_ptr<Operation>> refused_ops_;
   // COLL_FAST_PATH and a channel where writes complete at post.
   bool fast_path_ = false;
-  bool reproducible_ = false;  // COLL_REPRODUCIBLE=order
+  // COLL_REPRODUCIBLE, or coll_comm_set_reproducible: 0 off, 1 order,
+  // 2 exact (COLL_REPRODUCIBLE_*).
+  int reproducible_ = 0;
   // Set once (fail), the message before the status: a reader that loads a
   // non-zero status (acquire) may read the message.
   std::atomic<int> failed_status_{0};

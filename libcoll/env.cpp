@@ -111,15 +111,13 @@ Config load_config() {
   c.fast_path = env_flag("COLL_FAST_PATH", true);
   c.hierarchy = env_flag("COLL_HIERARCHY", true);
   const std::string reproducible = env_string("COLL_REPRODUCIBLE");
-  if (reproducible == "exact")
-    fail(COLL_ERR_INVALID_ARG,
-         "COLL_REPRODUCIBLE=exact: not available yet (the same bits at any number of ranks); "
-         "order gives the same bits for a given number of ranks");
-  if (!reproducible.empty() && reproducible != "order" && reproducible != "0" &&
-      reproducible != "off")
-    fail(COLL_ERR_INVALID_ARG, "COLL_REPRODUCIBLE=%s: expected order, off or 0",
+  if (reproducible == "order")
+    c.reproducible = COLL_REPRODUCIBLE_ORDER;
+  else if (reproducible == "exact")
+    c.reproducible = COLL_REPRODUCIBLE_EXACT;
+  else if (!reproducible.empty() && reproducible != "0" && reproducible != "off")
+    fail(COLL_ERR_INVALID_ARG, "COLL_REPRODUCIBLE=%s: expected order, exact, off or 0",
          reproducible.c_str());
-  c.reproducible_order = reproducible == "order";
   if (!env_string("COLL_SHM_ARENA").empty())
     c.shm_arena_bytes = env_bytes("COLL_SHM_ARENA", 0, size_t{1} << 20, size_t{1} << 44);
   if (!env_string("COLL_SPIN_POLLS").empty())

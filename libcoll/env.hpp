@@ -48,13 +48,15 @@ struct Config {
   // in their algorithm's synchronous form (algorithms.hpp, NowFn). For
   // tests and measurements of the general path.
   bool fast_path = true;
-  // COLL_REPRODUCIBLE=order: floating-point SUM and PROD (and user
-  // operators) reduce every element in one order fixed by the number of
-  // ranks alone, whatever algorithm, size, transport or tuning would have
-  // been chosen (Communicator::choose): the same bits from allreduce,
-  // reduce, reduce_scatter and their forms. "exact" (the same bits at any
-  // number of ranks) is refused: not built yet.
-  bool reproducible_order = false;
+  // COLL_REPRODUCIBLE (COLL_REPRODUCIBLE_*: 0 off, 1 order, 2 exact), the
+  // level every communicator starts at. order: floating-point SUM and PROD
+  // (and user operators) reduce every element in one order fixed by the
+  // number of ranks alone, whatever algorithm, size, transport or tuning
+  // would have been chosen (Communicator::choose): the same bits from
+  // allreduce, reduce, reduce_scatter and their forms. exact: besides,
+  // floating-point SUM in those is exact-sum's (libcoll/exact_sum.hpp): the
+  // same bits at any number of ranks.
+  int reproducible = 0;
   // COLL_HIERARCHY=0: no sub-communicators per host, so no hierarchical
   // algorithms (Communicator::build_hierarchy).
   bool hierarchy = true;

@@ -451,6 +451,37 @@ int coll_start(coll_request_t request);
  * COLL_REQUEST_NULL. */
 int coll_request_free(coll_request_t *request);
 
+/* Reproducible reductions (COLL_REPRODUCIBLE sets the level every
+ * communicator starts at; README.md, "Reproducible reductions").
+ * ORDER: floating-point SUM and PROD and user operators give the same bits
+ * for a given number of ranks, whatever algorithm, chunk, slot size,
+ * transport or tuning is chosen, and the same from allreduce, reduce (+
+ * bcast), reduce_scatter(_block) (+ allgather) and their non-blocking and
+ * persistent forms. EXACT: besides, SUM of COLL_FLOAT, COLL_DOUBLE,
+ * COLL_FLOAT16 and COLL_BFLOAT16 in allreduce, reduce and
+ * reduce_scatter(_block) gives the same bits at any number of ranks and for
+ * any split of the contributions among them: each element is the sum of
+ * the contributions put on a grid 94 bits (double; 40 for the others)
+ * below the largest one's leading bit, computed exactly and rounded once
+ * to nearest even - the correctly rounded sum when every contribution is
+ * within 2^42 (double; 2^17 float, 2^30 float16, 2^33 bfloat16) of the
+ * largest in magnitude (else each moves by at most half a grid step).
+ * Communicators of 2^21 ranks or more run ORDER's algorithms instead. An exact zero is +0 (-0 when every contribution is
+ * -0); NaN payloads are not kept. It costs a 2-byte allreduce per element
+ * and twice (float, double) or four times (16-bit types) the bytes. */
+typedef enum COLL_ENUM_INT {
+  COLL_REPRODUCIBLE_OFF = 0,
+  COLL_REPRODUCIBLE_ORDER = 1,
+  COLL_REPRODUCIBLE_EXACT = 2
+} coll_reproducible_t;
+/* Sets comm's level for the calls made after it. Collective: every rank of
+ * comm calls it, in the same order among comm's collectives, with the same
+ * level; a rank that passes another level, or one out of range, gets
+ * COLL_ERR_INVALID_ARG at every rank and the level is unchanged
+ * everywhere. A new communicator (dup, split, create_group) starts at
+ * COLL_REPRODUCIBLE's level. */
+int coll_comm_set_reproducible(coll_comm_t comm, coll_reproducible_t level);
+
 /* The name of a status code ("COLL_ERR_TIMEOUT: ..."); never NULL. */
 const char *coll_strerror(int status);
 /* Detail of the last failure of a call on comm (or of coll_init, or of a
