@@ -4,23 +4,30 @@
 // ranks, for any algorithm, chunk, slot size or transport
 // (libcoll/exact_sum.hpp has the definition and the arithmetic).
 //
-// Each call is two reductions of integers, which no schedule can make
-// inexact: every rank takes its elements' keys (the exponent of each
-// element's magnitude) and the ranks agree on their MAX with an allreduce
-// of 16-bit keys; each rank then puts its elements on the grid that key
-// fixes, as 64- or 128-bit integers, the ranks SUM those with the
-// collective's own algorithm (the table's choice for the integer vector's
-// size: allreduce, reduce to the root, reduce_scatter(_block)), and each
-// rank that gets a result rounds it once into the type. The cost against
-// the default: a 2-byte allreduce per element and 2x (float, double) or 4x
-// (16-bit types) the bytes in the reduction itself.
+// The definition needs every contribution to an element in one place (the
+// largest one fixes the grid), and partial sums that travel would have to
+// travel wide (128 bits a double). So no partial sum travels: the raw
+// contributions go to the rank that owns the element, which sums them
+// (exact_sum_rows), and the results go where the call wants them.
+//   - reduce_scatter(_block): an alltoallv of the contributions, each
+//     rank's block to its owner, then each rank sums its own block: the
+//     bytes of a linear reduce-scatter, in one step.
+//   - allreduce: the same on blocks of about count / n elements, then an
+//     allgatherv of the results: the bytes of a ring allreduce. Small
+//     vectors (below kSmallBytes of contributions per rank beside its own):
+//     an allgather of every contribution, and every rank sums all of them:
+//     one step, where the split costs two.
+//   - reduce: the same two shapes, ending in a gather(v) to the root.
+// Each moving step runs the table's algorithm for that collective and
+// size (the contributions are the caller's datatype, moved as they are).
 //
-// Deadlock freedom: the calls' phases run one after the other, each that
-// of its algorithm's file; every rank runs the same phases with the same
-// algorithms (chosen from sizes that every rank computes alike: the
-// vector's element count), and flushes its sends before the scratch they
-// read goes away.
+// Deadlock freedom: the steps run one after the other, each that of its
+// algorithm's file; every rank runs the same steps with the same
+// algorithms (chosen from the count, the datatype and the rank count,
+// which every rank has alike), and flushes its sends before the buffers
+// they read are written or freed.
 #include <cstring>
+#include <vector>
 
 #include "algorithms.hpp"
 #include "blocks.hpp"
@@ -31,111 +38,141 @@
 namespace coll {
 namespace {
 
-// An integer reduction of `count` elements of `elem_size` bytes.
-Args integer_args(const void* in, void* out, size_t count, size_t elem_size, Reducer r) {
-  Args k;
-  k.sendbuf = in;
-  k.recvbuf = out;
-  k.in_place = in == out;
-  k.count = count;
-  k.elem_size = elem_size;
-  k.reduce = r;
-  k.bytes = count * elem_size;
-  k.select_bytes = k.bytes;
-  return k;
+// Below this many bytes of the others' contributions per rank, an
+// allreduce or reduce gathers them whole.
+constexpr size_t kSmallBytes = 16384;
+
+bool small(const Args& a, int n) {
+  return a.count < size_t(n) || a.count * a.elem_size * size_t(n - 1) <= kSmallBytes;
 }
 
-Reducer fixed_reducer(int datatype) {
-  if (const int dt = exact_fixed_datatype(datatype)) return Reducer{reduce_function(dt, COLL_SUM)};
-  return Reducer{exact_sum_fixed128};
+// Runs collective c with `k` (its raw fields set) on ch: the descriptor's
+// check fills the derived fields, the table picks the algorithm.
+Task run_step(Channel& ch, Coll c, Args& k) {
+  collective_info(c).check(k, ch.size(), ch.rank());
+  co_await choose_algorithm(c, ch.size(), k.select_bytes).run(ch, k);
+  co_await ch.flush();  // what it sent from is written or freed next
 }
 
-// Steps 1 and 2 for the `count` elements at a.sendbuf: keys agreed by
-// every rank, and this rank's elements on their grid in `fixed`.
-Task agree_and_fix(Channel& ch, const Args& a, size_t count, uint16_t* keys, char* fixed) {
-  exact_keys(a.datatype, a.sendbuf, keys, count);
-  const Args k = integer_args(keys, keys, count, sizeof *keys,
-                              Reducer{reduce_function(COLL_UINT16, COLL_MAX)});
-  co_await choose_algorithm(Coll::kAllreduce, ch.size(), k.select_bytes).run(ch, k);
-  exact_to_fixed(a.datatype, a.sendbuf, keys, fixed, count);
-}
-
-// The whole-vector part that every form shares: keys and the integer
-// vector (in.get()) of this rank's contributions.
-struct Exact {
-  Exact(Channel& ch, const Args& a, size_t count)
-      : fsz(exact_fixed_size(a.datatype)), keys(ch, count * sizeof(uint16_t)), in(ch, count * fsz) {}
-  uint16_t* key_at(size_t i) const { return reinterpret_cast<uint16_t*>(keys.get()) + i; }
-  size_t fsz;
-  Scratch keys, in;
+// Counts and displacements, in elements, of a vector split among n ranks.
+struct Split {
+  std::vector<size_t> counts, displs;
+  explicit Split(int n) : counts(size_t(n)), displs(size_t(n)) {}
+  void even(size_t total) {
+    const size_t n = counts.size(), base = total / n, extra = total % n;
+    for (size_t j = 0, at = 0; j < n; at += counts[j], ++j) {
+      counts[j] = base + (j < extra ? 1 : 0);
+      displs[j] = at;
+    }
+  }
+  void of(const size_t* c) {
+    for (size_t j = 0, at = 0; j < counts.size(); at += c[j], ++j) {
+      counts[j] = c[j];
+      displs[j] = at;
+    }
+  }
 };
+
+// Each rank's contributions to the elements `blocks` gives rank j go to
+// j; this rank's block's contributions arrive as n rows of its count in
+// `rows` (row p from rank p), and their exact sums go to `out`.
+Task sum_own_block(Channel& ch, const Args& a, const Split& blocks, void* out) {
+  const int n = ch.size(), me = ch.rank();
+  const size_t mine = blocks.counts[size_t(me)];
+  Scratch rows(ch, mine * size_t(n) * a.elem_size);
+  Split from(n);
+  std::vector<size_t> row_counts(size_t(n), mine);
+  from.of(row_counts.data());
+  Args t;
+  t.sendbuf = a.sendbuf;
+  t.sendcounts = blocks.counts.data();
+  t.sdispls = blocks.displs.data();
+  t.recvbuf = rows.get();
+  t.recvcounts = from.counts.data();
+  t.rdispls = from.displs.data();
+  t.datatype = a.datatype;
+  co_await run_step(ch, Coll::kAlltoallv, t);
+  if (mine > 0) exact_sum_rows(a.datatype, rows.get(), size_t(n), mine, mine, out);
+}
 
 }  // namespace
 
 Task exact_allreduce(Channel& ch, const Args& a) {
-  Exact e(ch, a, a.count);
-  co_await agree_and_fix(ch, a, a.count, e.key_at(0), e.in.get());
-  const Args s = integer_args(e.in.get(), e.in.get(), a.count, e.fsz, fixed_reducer(a.datatype));
-  co_await choose_algorithm(Coll::kAllreduce, ch.size(), s.select_bytes).run(ch, s);
-  co_await ch.flush();  // the sends read the scratch, freed next
-  exact_from_fixed(a.datatype, e.in.get(), e.key_at(0), a.recvbuf, a.count);
+  const int n = ch.size();
+  if (small(a, n)) {
+    Scratch all(ch, a.count * size_t(n) * a.elem_size);
+    Args g;
+    g.sendbuf = a.sendbuf;
+    g.recvbuf = all.get();
+    g.count = a.count;
+    g.datatype = a.datatype;
+    co_await run_step(ch, Coll::kAllgather, g);
+    exact_sum_rows(a.datatype, all.get(), size_t(n), a.count, a.count, a.recvbuf);
+    co_return;
+  }
+  Split blocks(n);
+  blocks.even(a.count);
+  const size_t me = size_t(ch.rank());
+  // In place, sendbuf is recvbuf: the alltoallv has read all of it (and
+  // flushed) before this rank's block of the result is written there.
+  co_await sum_own_block(ch, a, blocks, static_cast<char*>(a.recvbuf) + blocks.displs[me] * a.elem_size);
+  Args g;
+  g.sendbuf = COLL_IN_PLACE;
+  g.recvbuf = a.recvbuf;
+  g.recvcounts = blocks.counts.data();
+  g.rdispls = blocks.displs.data();
+  g.datatype = a.datatype;
+  co_await run_step(ch, Coll::kAllgatherv, g);
 }
 
 Task exact_reduce(Channel& ch, const Args& a) {
-  Exact e(ch, a, a.count);
-  co_await agree_and_fix(ch, a, a.count, e.key_at(0), e.in.get());
-  // Every rank gets a result buffer: a reduce algorithm may use it as its
-  // work area at any rank.
-  Scratch sum(ch, a.count * e.fsz);
-  Args s = integer_args(e.in.get(), sum.get(), a.count, e.fsz, fixed_reducer(a.datatype));
-  s.root = a.root;
-  co_await choose_algorithm(Coll::kReduce, ch.size(), s.select_bytes).run(ch, s);
-  co_await ch.flush();
-  if (ch.rank() == a.root) exact_from_fixed(a.datatype, sum.get(), e.key_at(0), a.recvbuf, a.count);
+  const int n = ch.size();
+  const bool root = ch.rank() == a.root;
+  if (small(a, n)) {
+    Scratch all(ch, root ? a.count * size_t(n) * a.elem_size : 0);
+    Args g;
+    g.sendbuf = a.sendbuf;
+    g.recvbuf = all.get();
+    g.count = a.count;
+    g.datatype = a.datatype;
+    g.root = a.root;
+    co_await run_step(ch, Coll::kGather, g);
+    if (root) exact_sum_rows(a.datatype, all.get(), size_t(n), a.count, a.count, a.recvbuf);
+    co_return;
+  }
+  Split blocks(n);
+  blocks.even(a.count);
+  const size_t me = size_t(ch.rank());
+  Scratch sum(ch, blocks.counts[me] * a.elem_size);
+  co_await sum_own_block(ch, a, blocks, sum.get());
+  Args g;
+  g.sendbuf = sum.get();
+  g.sendcount = blocks.counts[me];
+  g.recvbuf = root ? a.recvbuf : nullptr;
+  g.recvcounts = blocks.counts.data();
+  g.rdispls = blocks.displs.data();
+  g.datatype = a.datatype;
+  g.root = a.root;
+  co_await run_step(ch, Coll::kGatherv, g);
 }
 
-// reduce_scatter(_block): the whole vector's keys (each rank converts all
-// its contributions), the integer reduce_scatter, then this rank's block.
 Task exact_reduce_scatter_block(Channel& ch, const Args& a) {
-  const size_t total = a.count * size_t(ch.size());
-  Exact e(ch, a, total);
-  co_await agree_and_fix(ch, a, total, e.key_at(0), e.in.get());
-  Scratch block(ch, a.count * e.fsz);
-  Args s = integer_args(e.in.get(), block.get(), a.count, e.fsz, fixed_reducer(a.datatype));
-  s.in_place = false;
-  co_await choose_algorithm(Coll::kReduceScatterBlock, ch.size(), s.select_bytes).run(ch, s);
-  co_await ch.flush();
-  exact_from_fixed(a.datatype, block.get(), e.key_at(size_t(ch.rank()) * a.count), a.recvbuf,
-                   a.count);
+  Split blocks(ch.size());
+  blocks.even(a.count * size_t(ch.size()));
+  co_await sum_own_block(ch, a, blocks, a.recvbuf);
 }
 
 Task exact_reduce_scatter(Channel& ch, const Args& a) {
-  Exact e(ch, a, a.count);  // a.count: the sum of recvcounts (the check)
-  co_await agree_and_fix(ch, a, a.count, e.key_at(0), e.in.get());
-  const size_t mine = a.recvcounts[ch.rank()];
-  size_t before = 0;
-  for (int i = 0; i < ch.rank(); ++i) before += a.recvcounts[i];
-  Scratch block(ch, mine * e.fsz);
-  Args s = integer_args(e.in.get(), block.get(), a.count, e.fsz, fixed_reducer(a.datatype));
-  s.in_place = false;
-  s.recvcounts = a.recvcounts;
-  s.bytes = mine * e.fsz;
-  s.select_bytes = a.count * e.fsz / size_t(ch.size());  // the mean block, as the check
-  co_await choose_algorithm(Coll::kReduceScatter, ch.size(), s.select_bytes).run(ch, s);
-  co_await ch.flush();
-  if (mine > 0) exact_from_fixed(a.datatype, block.get(), e.key_at(before), a.recvbuf, mine);
+  Split blocks(ch.size());
+  blocks.of(a.recvcounts);
+  co_await sum_own_block(ch, a, blocks, a.recvbuf);
 }
 
 // One rank: the definition applied to its own contributions (a copy for
 // every finite value; NaN payloads become the quiet NaN, as at n ranks).
-void exact_local(Coll c, const Args& a) {
-  (void)c;  // at one rank each form's result is its whole input
-  const size_t fsz = exact_fixed_size(a.datatype);
-  std::vector<uint16_t> keys(a.count);
-  std::vector<char> fixed(a.count * fsz);
-  exact_keys(a.datatype, a.sendbuf, keys.data(), a.count);
-  exact_to_fixed(a.datatype, a.sendbuf, keys.data(), fixed.data(), a.count);
-  exact_from_fixed(a.datatype, fixed.data(), keys.data(), a.recvbuf, a.count);
+// At one rank every form's result is its whole input.
+void exact_local(Coll, const Args& a) {
+  exact_sum_rows(a.datatype, a.sendbuf, 1, a.count, a.count, a.recvbuf);
 }
 
 namespace {

@@ -58,14 +58,18 @@ typename F::Bits load(const void* p, size_t i) {
   return b;
 }
 
+// Without branches (selects): keys are taken of every contribution, and
+// their classes are as mixed as the data.
 template <typename F>
 uint16_t key_of(typename F::Bits b) {
-  const bool negative = (b >> F::sign_shift) & 1;
+  using Bits = typename F::Bits;
+  const auto negative = uint32_t((b >> F::sign_shift) & 1);
   const uint32_t biased = uint32_t(b >> F::fraction) & F::max_biased;
-  const auto fraction = b & ((typename F::Bits(1) << F::fraction) - 1);
-  if (biased == F::max_biased) return kSpecial;
-  if (biased == 0 && fraction == 0) return negative ? 0 : 1;
-  return uint16_t(2 + (biased == 0 ? 0 : biased - 1));
+  const bool zero = Bits(b << 1) == 0;  // the sign shifted out
+  uint32_t key = biased + 1 + (biased == 0);  // a subnormal counts as biased 1
+  key = zero ? 1 - negative : key;
+  key = biased == F::max_biased ? kSpecial : key;
+  return uint16_t(key);
 }
 
 // The unbiased exponent of the largest magnitude's leading bit for a key
@@ -85,31 +89,25 @@ T shift_right_even(T m, int shift) {
   return q + (rem > half || (rem == half && (q & 1)));
 }
 
+// One contribution on the grid of its element's key: the general case.
 template <typename F, typename A>
-void to_fixed(const void* in, const uint16_t* keys, void* out, size_t count) {
+typename A::Fixed fix_one(typename F::Bits b, uint16_t key) {
   using Fixed = typename A::Fixed;
-  for (size_t i = 0; i < count; ++i) {
-    const typename F::Bits b = load<F>(in, i);
-    const uint16_t key = keys[i];
-    Fixed q = 0;
-    const bool negative = (b >> F::sign_shift) & 1;
-    const uint32_t biased = uint32_t(b >> F::fraction) & F::max_biased;
-    const auto fraction = b & ((typename F::Bits(1) << F::fraction) - 1);
-    if (key == kSpecial) {
-      // Only which specials occur matters; finite values count nothing.
-      if (biased == F::max_biased) q = fraction ? A::nan : negative ? A::minus_inf : A::plus_inf;
-    } else if (key >= 2 && !(biased == 0 && fraction == 0)) {
-      // x = m * 2^(exp - fraction), m with its leading bit; the grid step
-      // is 2^g, g = e(key) - P; q = x / 2^g rounded.
-      const uint64_t m = uint64_t(fraction) | (biased ? uint64_t(1) << F::fraction : 0);
-      const int exp = (biased ? int(biased) : 1) - F::bias;
-      const int shift = (exp - F::fraction) - (exponent_of_key<F>(key) - A::p);
-      // x <= the largest magnitude < 2^(e + 1): shift <= P - fraction.
-      const Fixed magnitude = shift >= 0 ? Fixed(m) << shift : Fixed(shift_right_even<uint64_t>(m, -shift));
-      q = negative ? Fixed(0) - magnitude : magnitude;
-    }
-    std::memcpy(static_cast<char*>(out) + i * sizeof q, &q, sizeof q);
-  }
+  const bool negative = (b >> F::sign_shift) & 1;
+  const uint32_t biased = uint32_t(b >> F::fraction) & F::max_biased;
+  const auto fraction = b & ((typename F::Bits(1) << F::fraction) - 1);
+  if (key == kSpecial)  // only which specials occur matters; finite values count nothing
+    return biased != F::max_biased ? 0 : fraction ? A::nan : negative ? A::minus_inf : A::plus_inf;
+  if (key < 2 || (biased == 0 && fraction == 0)) return 0;
+  // x = m * 2^(exp - fraction), m with its leading bit; the grid step is
+  // 2^g, g = e(key) - P; q = x / 2^g rounded.
+  const uint64_t m = uint64_t(fraction) | (biased ? uint64_t(1) << F::fraction : 0);
+  const int exp = (biased ? int(biased) : 1) - F::bias;
+  const int shift = (exp - F::fraction) - (exponent_of_key<F>(key) - A::p);
+  // x <= the largest magnitude < 2^(e + 1): shift <= P - fraction.
+  const Fixed magnitude =
+      shift >= 0 ? Fixed(m) << shift : Fixed(shift_right_even<uint64_t>(m, -shift));
+  return negative ? Fixed(0) - magnitude : magnitude;
 }
 
 template <typename T>
@@ -152,36 +150,132 @@ typename F::Bits round_into(Fixed s, int g) {
   return sign | Bits(uint64_t(q));
 }
 
+// round_into for a result in F's normal range, in 64-bit steps: the top
+// 64 bits of |S| (a window w with its leading bit at 63) and whether any
+// bit below them is set decide the rounding. Returns false where the
+// result is subnormal, overflows or is zero (round_into decides those).
+template <typename F, typename Fixed>
+bool round_normal(Fixed s, int g, typename F::Bits& out) {
+  using Bits = typename F::Bits;
+  constexpr int width = int(sizeof(Fixed) * 8);
+  const bool negative = (s >> (width - 1)) & 1;
+  const Fixed negate = Fixed(0) - Fixed(negative);  // |S| without a branch
+  const Fixed m = (s ^ negate) - negate;
+  uint64_t w;
+  bool sticky;
+  int top;
+  if constexpr (width == 128) {
+    const auto high = uint64_t(m >> 64), low = uint64_t(m);
+    if (high) {
+      const int lz = __builtin_clzll(high);
+      w = lz ? (high << lz) | (low >> (64 - lz)) : high;
+      sticky = (low << lz) != 0;
+      top = 127 - lz;
+    } else {
+      if (!low) return false;
+      const int lz = __builtin_clzll(low);
+      w = low << lz;
+      sticky = false;
+      top = 63 - lz;
+    }
+  } else {
+    if (!m) return false;
+    const int lz = __builtin_clzll(uint64_t(m));
+    w = uint64_t(m) << lz;
+    sticky = false;
+    top = 63 - lz;
+  }
+  int lead = top + g;
+  if (lead < 1 - F::bias || lead >= F::bias) return false;
+  constexpr int drop = 63 - F::fraction;
+  uint64_t q = w >> drop;
+  const uint64_t rem = w & ((uint64_t(1) << drop) - 1), half = uint64_t(1) << (drop - 1);
+  q += rem > half || (rem == half && (sticky || (q & 1)));
+  if (q >> (F::fraction + 1)) {  // rounded up to the next power of two
+    q >>= 1;
+    ++lead;
+  }
+  out = Bits(Bits(Bits(negative) << F::sign_shift) | Bits(Bits(lead + F::bias) << F::fraction) |
+             Bits(q & ((uint64_t(1) << F::fraction) - 1)));
+  return true;
+}
+
+// The element's sum from its accumulator and key (step 3).
 template <typename F, typename A>
-void from_fixed(const void* in, const uint16_t* keys, void* out, size_t count) {
+typename F::Bits result_of(typename A::Fixed s, uint16_t key) {
   using Fixed = typename A::Fixed;
   using Bits = typename F::Bits;
+  Bits r;
+  if (key >= 2 && key != kSpecial) [[likely]] {
+    const int g = exponent_of_key<F>(key) - A::p;
+    if (!round_normal<F>(s, g, r)) r = round_into<F>(s, g);
+    return r;
+  }
+  if (key == 0) return Bits(Bits(1) << F::sign_shift);  // every contribution -0
+  if (key == 1) return 0;
+  const Fixed plus = s & A::field_mask, minus = (s / A::minus_inf) & A::field_mask;
+  const Bits infinity = Bits(Bits(F::max_biased) << F::fraction);
+  if (s / A::nan != 0 || (plus && minus)) return F::quiet_nan;
+  return plus ? infinity : Bits(infinity | Bits(Bits(1) << F::sign_shift));
+}
+
+// acc[i] += contribution i of a row on the grid of keys[i] (step 2).
+template <typename F, typename A>
+void accumulate(const char* row, const uint16_t* keys, typename A::Fixed* acc, size_t count) {
+  using Fixed = typename A::Fixed;
+  using Bits = typename F::Bits;
+  constexpr Bits fraction_mask = (Bits(1) << F::fraction) - 1;
   for (size_t i = 0; i < count; ++i) {
-    Fixed s;
-    std::memcpy(&s, static_cast<const char*>(in) + i * sizeof s, sizeof s);
+    const Bits b = load<F>(row, i);
     const uint16_t key = keys[i];
-    Bits r;
-    if (key == 0) {
-      r = Bits(Bits(1) << F::sign_shift);  // every contribution -0
-    } else if (key == 1) {
-      r = 0;
-    } else if (key == kSpecial) {
-      const Fixed plus = s & A::field_mask, minus = (s / A::minus_inf) & A::field_mask;
-      const Bits infinity = Bits(Bits(F::max_biased) << F::fraction);
-      if (s / A::nan != 0 || (plus && minus))
-        r = F::quiet_nan;
-      else
-        r = plus ? infinity : Bits(infinity | Bits(Bits(1) << F::sign_shift));
+    const uint32_t biased = uint32_t(b >> F::fraction) & F::max_biased;
+    // A normal x within P - fraction bits of its key: a shift left (the
+    // general case's first branch, without its tests).
+    const int shift = int(biased) - int(key) + 1 + A::p - F::fraction;
+    if (biased != 0 && biased != F::max_biased && key != kSpecial && shift >= 0) [[likely]] {
+      const Fixed magnitude = Fixed(uint64_t(b & fraction_mask) | uint64_t(1) << F::fraction)
+                              << shift;
+      // Negated without a branch: signs are as random as the data.
+      const Fixed negate = Fixed(0) - Fixed((b >> F::sign_shift) & 1);
+      acc[i] += (magnitude ^ negate) - negate;
     } else {
-      r = round_into<F>(s, exponent_of_key<F>(key) - A::p);
+      acc[i] += fix_one<F, A>(b, key);
     }
-    std::memcpy(static_cast<char*>(out) + i * sizeof r, &r, sizeof r);
   }
 }
 
-template <typename F>
-void keys_of(const void* in, uint16_t* keys, size_t count) {
-  for (size_t i = 0; i < count; ++i) keys[i] = key_of<F>(load<F>(in, i));
+// Steps 1-3 over tiles of elements: the tile's keys (a MAX over the rows),
+// then its accumulators (a sum over the rows), then its results. The
+// accumulators stay in the tile (on the stack): nothing wide is stored or
+// sent. A tile reads all its inputs before it writes a result, so out may
+// be the one row of in.
+template <typename F, typename A>
+void sum_rows(const void* in, size_t rows, size_t stride, size_t count, void* out) {
+  using Fixed = typename A::Fixed;
+  using Bits = typename F::Bits;
+  constexpr size_t kTile = 256;
+  uint16_t keys[kTile];
+  Fixed acc[kTile];
+  const auto* base = static_cast<const char*>(in);
+  for (size_t i0 = 0; i0 < count; i0 += kTile) {
+    const size_t t = count - i0 < kTile ? count - i0 : kTile;
+    for (size_t i = 0; i < t; ++i) keys[i] = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      const char* row = base + (r * stride + i0) * sizeof(Bits);
+      for (size_t i = 0; i < t; ++i) {
+        // A MAX without a branch: which row holds the largest is random.
+        const uint32_t k = key_of<F>(load<F>(row, i)), m = keys[i];
+        keys[i] = uint16_t(m ^ ((m ^ k) & (0u - uint32_t(k > m))));
+      }
+    }
+    for (size_t i = 0; i < t; ++i) acc[i] = 0;
+    for (size_t r = 0; r < rows; ++r)
+      accumulate<F, A>(base + (r * stride + i0) * sizeof(Bits), keys, acc, t);
+    for (size_t i = 0; i < t; ++i) {
+      const Bits r = result_of<F, A>(acc[i], keys[i]);
+      std::memcpy(static_cast<char*>(out) + (i0 + i) * sizeof r, &r, sizeof r);
+    }
+  }
 }
 
 // Calls fn.template operator()<Format, Accumulator>() for the datatype.
@@ -203,32 +297,10 @@ bool exact_sum_applies(int datatype, int op) {
                             datatype == COLL_FLOAT16 || datatype == COLL_BFLOAT16);
 }
 
-size_t exact_fixed_size(int datatype) { return datatype == COLL_DOUBLE ? 16 : 8; }
-
-int exact_fixed_datatype(int datatype) { return datatype == COLL_DOUBLE ? 0 : COLL_INT64; }
-
-void exact_sum_fixed128(void* dst, const void* a, const void* b, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    u128 x, y;
-    std::memcpy(&x, static_cast<const char*>(a) + 16 * i, 16);
-    std::memcpy(&y, static_cast<const char*>(b) + 16 * i, 16);
-    x += y;
-    std::memcpy(static_cast<char*>(dst) + 16 * i, &x, 16);
-  }
-}
-
-void exact_keys(int datatype, const void* in, uint16_t* keys, size_t count) {
-  dispatch(datatype, [&]<typename F, typename A>() { keys_of<F>(in, keys, count); });
-}
-
-void exact_to_fixed(int datatype, const void* in, const uint16_t* keys, void* fixed,
-                    size_t count) {
-  dispatch(datatype, [&]<typename F, typename A>() { to_fixed<F, A>(in, keys, fixed, count); });
-}
-
-void exact_from_fixed(int datatype, const void* fixed, const uint16_t* keys, void* out,
-                      size_t count) {
-  dispatch(datatype, [&]<typename F, typename A>() { from_fixed<F, A>(fixed, keys, out, count); });
+void exact_sum_rows(int datatype, const void* in, size_t rows, size_t stride, size_t count,
+                    void* out) {
+  dispatch(datatype,
+           [&]<typename F, typename A>() { sum_rows<F, A>(in, rows, stride, count, out); });
 }
 
 }  // namespace coll

@@ -38,21 +38,12 @@ namespace coll {
 // and bfloat16 (the others are exact anyway or, as PROD and user
 // operators, run in the rank-order mode).
 bool exact_sum_applies(int datatype, int op);
-// Bytes of one element's accumulator (16 for double, 8 for the others).
-size_t exact_fixed_size(int datatype);
-// COLL_INT64 or 0 (a 128-bit one: reduce with exact_fixed_reducer()).
-int exact_fixed_datatype(int datatype);
-// The integer sum of 128-bit accumulators (two's complement, wrapping:
-// no sum of up to 2^31 contributions wraps).
-void exact_sum_fixed128(void* dst, const void* a, const void* b, size_t count);
 
-// Step 1: keys[i] = key(in[i]).
-void exact_keys(int datatype, const void* in, uint16_t* keys, size_t count);
-// Step 2: fixed[i] = in[i] on the grid of keys[i] (the reduced keys).
-void exact_to_fixed(int datatype, const void* in, const uint16_t* keys, void* fixed,
-                    size_t count);
-// Step 3: out[i] = the rounded sum fixed[i] (reduced) on the grid of keys[i].
-void exact_from_fixed(int datatype, const void* fixed, const uint16_t* keys, void* out,
-                      size_t count);
+// The definition applied to `rows` contributions to each of `count`
+// elements: contribution r of element i is element r * stride + i of `in`
+// (rows of a matrix); out[i] gets element i's sum. out may be in when
+// rows is 1.
+void exact_sum_rows(int datatype, const void* in, size_t rows, size_t stride, size_t count,
+                    void* out);
 
 }  // namespace coll
