@@ -21,19 +21,11 @@
 // Each moving step runs the table's algorithm for that collective and
 // size (the contributions are the caller's datatype, moved as they are).
 //
-// Deadlock freedom: the steps run one after the other, each that of its
-// algorithm's file; every rank runs the same steps with the same
-// algorithms (chosen from the count, the datatype and the rank count,
-// which every rank has alike), and flushes its sends before the buffers
-// they read are written or freed.
-#include <cstring>
-#include <vector>
-
-#include "algorithms.hpp"
-#include "blocks.hpp"
-#include "channel.hpp"
-#include "coll/coll.h"
+// Deadlock freedom: owner_schedule.hpp's (the small shape is one allgather
+// or gather, its algorithm's argument; every rank takes the same shape,
+// from the count and the rank count).
 #include "exact_sum.hpp"
+#include "owner_schedule.hpp"
 
 namespace coll {
 namespace {
@@ -46,126 +38,41 @@ bool small(const Args& a, int n) {
   return a.count < size_t(n) || a.count * a.elem_size * size_t(n - 1) <= kSmallBytes;
 }
 
-// Runs collective c with `k` (its raw fields set) on ch: the descriptor's
-// check fills the derived fields, the table picks the algorithm.
-Task run_step(Channel& ch, Coll c, Args& k) {
-  collective_info(c).check(k, ch.size(), ch.rank());
-  co_await choose_algorithm(c, ch.size(), k.select_bytes).run(ch, k);
-  co_await ch.flush();  // what it sent from is written or freed next
+void exact_rows(const Args& a, char* rows, int n, size_t count, void* out) {
+  exact_sum_rows(a.datatype, rows, size_t(n), count, count, out);
 }
 
-// Counts and displacements, in elements, of a vector split among n ranks.
-struct Split {
-  std::vector<size_t> counts, displs;
-  explicit Split(int n) : counts(size_t(n)), displs(size_t(n)) {}
-  void even(size_t total) {
-    const size_t n = counts.size(), base = total / n, extra = total % n;
-    for (size_t j = 0, at = 0; j < n; at += counts[j], ++j) {
-      counts[j] = base + (j < extra ? 1 : 0);
-      displs[j] = at;
-    }
-  }
-  void of(const size_t* c) {
-    for (size_t j = 0, at = 0; j < counts.size(); at += c[j], ++j) {
-      counts[j] = c[j];
-      displs[j] = at;
-    }
-  }
-};
-
-// Each rank's contributions to the elements `blocks` gives rank j go to
-// j; this rank's block's contributions arrive as n rows of its count in
-// `rows` (row p from rank p), and their exact sums go to `out`.
-Task sum_own_block(Channel& ch, const Args& a, const Split& blocks, void* out) {
-  const int n = ch.size(), me = ch.rank();
-  const size_t mine = blocks.counts[size_t(me)];
-  Scratch rows(ch, mine * size_t(n) * a.elem_size);
-  Split from(n);
-  std::vector<size_t> row_counts(size_t(n), mine);
-  from.of(row_counts.data());
-  Args t;
-  t.sendbuf = a.sendbuf;
-  t.sendcounts = blocks.counts.data();
-  t.sdispls = blocks.displs.data();
-  t.recvbuf = rows.get();
-  t.recvcounts = from.counts.data();
-  t.rdispls = from.displs.data();
-  t.datatype = a.datatype;
-  co_await run_step(ch, Coll::kAlltoallv, t);
-  if (mine > 0) exact_sum_rows(a.datatype, rows.get(), size_t(n), mine, mine, out);
+// Every contribution to every element, here: n rows of a.count.
+Task exact_gathered(Channel& ch, const Args& a, bool allgather) {
+  const int n = ch.size();
+  const bool here = allgather || ch.rank() == a.root;
+  Scratch all(ch, here ? a.count * size_t(n) * a.elem_size : 0);
+  Args g;
+  g.sendbuf = a.sendbuf;
+  g.recvbuf = all.get();
+  g.count = a.count;
+  g.datatype = a.datatype;
+  g.root = a.root;
+  co_await run_step(ch, allgather ? Coll::kAllgather : Coll::kGather, g);
+  if (here) exact_sum_rows(a.datatype, all.get(), size_t(n), a.count, a.count, a.recvbuf);
 }
 
 }  // namespace
 
 Task exact_allreduce(Channel& ch, const Args& a) {
-  const int n = ch.size();
-  if (small(a, n)) {
-    Scratch all(ch, a.count * size_t(n) * a.elem_size);
-    Args g;
-    g.sendbuf = a.sendbuf;
-    g.recvbuf = all.get();
-    g.count = a.count;
-    g.datatype = a.datatype;
-    co_await run_step(ch, Coll::kAllgather, g);
-    exact_sum_rows(a.datatype, all.get(), size_t(n), a.count, a.count, a.recvbuf);
-    co_return;
-  }
-  Split blocks(n);
-  blocks.even(a.count);
-  const size_t me = size_t(ch.rank());
-  // In place, sendbuf is recvbuf: the alltoallv has read all of it (and
-  // flushed) before this rank's block of the result is written there.
-  co_await sum_own_block(ch, a, blocks, static_cast<char*>(a.recvbuf) + blocks.displs[me] * a.elem_size);
-  Args g;
-  g.sendbuf = COLL_IN_PLACE;
-  g.recvbuf = a.recvbuf;
-  g.recvcounts = blocks.counts.data();
-  g.rdispls = blocks.displs.data();
-  g.datatype = a.datatype;
-  co_await run_step(ch, Coll::kAllgatherv, g);
+  return small(a, ch.size()) ? exact_gathered(ch, a, true) : allreduce_by_owner(ch, a, exact_rows);
 }
 
 Task exact_reduce(Channel& ch, const Args& a) {
-  const int n = ch.size();
-  const bool root = ch.rank() == a.root;
-  if (small(a, n)) {
-    Scratch all(ch, root ? a.count * size_t(n) * a.elem_size : 0);
-    Args g;
-    g.sendbuf = a.sendbuf;
-    g.recvbuf = all.get();
-    g.count = a.count;
-    g.datatype = a.datatype;
-    g.root = a.root;
-    co_await run_step(ch, Coll::kGather, g);
-    if (root) exact_sum_rows(a.datatype, all.get(), size_t(n), a.count, a.count, a.recvbuf);
-    co_return;
-  }
-  Split blocks(n);
-  blocks.even(a.count);
-  const size_t me = size_t(ch.rank());
-  Scratch sum(ch, blocks.counts[me] * a.elem_size);
-  co_await sum_own_block(ch, a, blocks, sum.get());
-  Args g;
-  g.sendbuf = sum.get();
-  g.sendcount = blocks.counts[me];
-  g.recvbuf = root ? a.recvbuf : nullptr;
-  g.recvcounts = blocks.counts.data();
-  g.rdispls = blocks.displs.data();
-  g.datatype = a.datatype;
-  g.root = a.root;
-  co_await run_step(ch, Coll::kGatherv, g);
+  return small(a, ch.size()) ? exact_gathered(ch, a, false) : reduce_by_owner(ch, a, exact_rows);
 }
 
 Task exact_reduce_scatter_block(Channel& ch, const Args& a) {
-  Split blocks(ch.size());
-  blocks.even(a.count * size_t(ch.size()));
-  co_await sum_own_block(ch, a, blocks, a.recvbuf);
+  return reduce_scatter_block_by_owner(ch, a, exact_rows);
 }
 
 Task exact_reduce_scatter(Channel& ch, const Args& a) {
-  Split blocks(ch.size());
-  blocks.of(a.recvcounts);
-  co_await sum_own_block(ch, a, blocks, a.recvbuf);
+  return reduce_scatter_by_owner(ch, a, exact_rows);
 }
 
 // One rank: the definition applied to its own contributions (a copy for

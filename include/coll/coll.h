@@ -457,7 +457,8 @@ int coll_request_free(coll_request_t *request);
  * for a given number of ranks, whatever algorithm, chunk, slot size,
  * transport or tuning is chosen, and the same from allreduce, reduce (+
  * bcast), reduce_scatter(_block) (+ allgather) and their non-blocking and
- * persistent forms. EXACT: besides, SUM of COLL_FLOAT, COLL_DOUBLE,
+ * persistent forms (a NaN result stays a NaN, but which NaN - its sign and
+ * payload - is not fixed: an add passes on either operand's). EXACT: besides, SUM of COLL_FLOAT, COLL_DOUBLE,
  * COLL_FLOAT16 and COLL_BFLOAT16 in allreduce, reduce and
  * reduce_scatter(_block) gives the same bits at any number of ranks and for
  * any split of the contributions among them: each element is the sum of
