@@ -208,10 +208,10 @@ const Algorithm& zero_copy_choice(const Algorithm& chosen, Coll c);
 // combines two runs of consecutive ranks, the lower run's operand first
 // (Reducer: `a` is the lower ranks'), so the result is x0 op x1 op ... in
 // rank order. Which algorithms keep the order (registry.cpp says why for
-// each): allreduce, reduce and reduce_scatter(_block) in_order
-// (in_order_reduce.cpp: recursive doubling's association, by recursive
-// doubling or by owner); scan and exscan recursive_doubling. nullptr for a
-// collective that does not reduce.
+// each): allreduce, scan and exscan recursive_doubling; reduce and
+// reduce_scatter(_block) in_order (in_order_reduce.cpp: recursive
+// doubling's association, by recursive doubling or by owner). nullptr for
+// a collective that does not reduce.
 const Algorithm* in_order_algorithm(Coll c);
 // Builds the selection table now (reads COLL_TUNING_FILE when it is set), so
 // that a bad file fails coll_init rather than the first collective.
@@ -302,8 +302,6 @@ Task exact_reduce_scatter_block(Channel& ch, const Args& args);
 Task exact_reduce_scatter(Channel& ch, const Args& args);
 // in_order_algorithm's: non-commutative user operators, and
 // COLL_REPRODUCIBLE=order (in_order_reduce.cpp).
-Task in_order_allreduce(Channel& ch, const Args& args);
-bool in_order_allreduce_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task in_order_reduce(Channel& ch, const Args& args);
 Task in_order_reduce_scatter_block(Channel& ch, const Args& args);
 Task in_order_reduce_scatter(Channel& ch, const Args& args);

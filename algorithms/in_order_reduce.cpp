@@ -17,18 +17,18 @@
 // m down; the ring's blocks start at rank i + 1 and wrap. Each would give a
 // permuted product, or other bits.
 //
-// Two shapes, the same association, so the same bits:
-//   - small: recursive doubling itself, on the whole vector (into scratch
-//     at every rank for reduce, which keeps the root's result). It moves
-//     the whole vector log2 p times.
-//   - from kByOwnerBytes (and for reduce_scatter(_block) always): by owner
-//     (owner_schedule.hpp). Each rank gets every rank's contribution to its
-//     block and combines them itself in the tree's order (tree_rows), then
-//     the results go where the call wants them: a ring's bytes.
+// reduce: recursive doubling itself, on the whole vector into scratch at
+// every rank, and the root keeps its result (it moves the whole vector
+// log2 p times). reduce_scatter(_block): by owner (owner_schedule.hpp):
+// each rank gets every rank's contribution to its block and combines them
+// itself in the tree's order (tree_rows) - a ring's bytes, in one step.
+// By owner was measured for allreduce and reduce too, and lost to
+// recursive doubling from 64 KiB to 4 MiB at np 2 and 4 (1.6-2.2x the
+// default where recursive doubling is 0.9-1.5x: bench/reproducible_cost.sh,
+// 2026-12-06): its three steps each copy through scratch.
 //
 // Deadlock freedom: that of recursive_doubling_allreduce.cpp, or
-// owner_schedule.hpp's; every rank takes the same shape (from the count and
-// the rank count).
+// owner_schedule.hpp's.
 #include <cstring>
 #include <vector>
 
@@ -39,13 +39,6 @@
 
 namespace coll {
 namespace {
-
-// From this many bytes of the vector, allreduce and reduce go by owner.
-constexpr size_t kByOwnerBytes = 65536;
-
-bool by_owner(const Args& a, int n) {
-  return a.count >= size_t(n) && a.count * a.elem_size >= kByOwnerBytes;
-}
 
 // The rows combined as recursive doubling does, for every element: the
 // ranks below 2 * extra fold in pairs (2v, 2v + 1), the even one's
@@ -85,30 +78,12 @@ Task allreduce_into(Channel& ch, const Args& a, size_t count, char* result) {
   co_await ch.flush();
 }
 
-// Whole-input allreduce, then the root keeps it.
-Task whole_reduce(Channel& ch, const Args& a) {
+}  // namespace
+
+Task in_order_reduce(Channel& ch, const Args& a) {
   Scratch result(ch, a.count * a.elem_size);
   co_await allreduce_into(ch, a, a.count, result.get());
   if (ch.rank() == a.root) std::memcpy(a.recvbuf, result.get(), a.count * a.elem_size);
-}
-
-}  // namespace
-
-Task in_order_allreduce(Channel& ch, const Args& a) {
-  return by_owner(a, ch.size()) ? allreduce_by_owner(ch, a, tree_rows)
-                                : recursive_doubling_allreduce(ch, a);
-}
-
-// Recursive doubling's synchronous form where the coroutine would run
-// recursive doubling: the rank that takes it and the one that does not
-// (it hands over to steps_from, or to the coroutine from the start) must
-// run one schedule. Not where the coroutine goes by owner.
-bool in_order_allreduce_now(Channel& ch, const Args& a, Polls& polls, Task& rest) {
-  return !by_owner(a, ch.size()) && recursive_doubling_allreduce_now(ch, a, polls, rest);
-}
-
-Task in_order_reduce(Channel& ch, const Args& a) {
-  return by_owner(a, ch.size()) ? reduce_by_owner(ch, a, tree_rows) : whole_reduce(ch, a);
 }
 
 Task in_order_reduce_scatter_block(Channel& ch, const Args& a) {

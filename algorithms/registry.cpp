@@ -101,8 +101,6 @@ constexpr Algorithm kExscan[] = {
 
 // Not in the tables: never the table's or a knob's choice, only
 // in_order_algorithm's (in_order_reduce.cpp says why they exist).
-constexpr Algorithm kInOrderAllreduce = {"in_order", in_order_allreduce,
-                                         in_order_allreduce_now};
 constexpr Algorithm kInOrderReduce = {"in_order", in_order_reduce};
 constexpr Algorithm kInOrderReduceScatterBlock = {"in_order", in_order_reduce_scatter_block};
 constexpr Algorithm kInOrderReduceScatter = {"in_order", in_order_reduce_scatter};
@@ -808,7 +806,6 @@ const Algorithm* lookup_algorithm(Coll c, const std::string& name) {
 const Algorithm* in_order_algorithm(Coll c) {
   switch (c) {
     case Coll::kAllreduce:
-      return &kInOrderAllreduce;
     case Coll::kScan:
     case Coll::kExscan:
       return lookup_algorithm(c, "recursive_doubling");

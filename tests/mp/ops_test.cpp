@@ -259,7 +259,7 @@ TEST(UserOps, NonCommutativeInRankOrderEverywhere) {
         << coll_comm_last_error(w);
     expect_u64(out.data(), count, all, what + " allreduce");
     if (n > 1) {
-      EXPECT_EQ(last_algorithm("allreduce"), "in_order");
+      EXPECT_EQ(last_algorithm("allreduce"), "recursive_doubling");
     }
     std::vector<uint64_t> inplace = in;
     EXPECT_EQ(coll_allreduce(COLL_IN_PLACE, inplace.data(), count, COLL_UINT64, op, w),
