@@ -468,8 +468,9 @@ int coll_request_free(coll_request_t *request);
  * within 2^42 (double; 2^17 float, 2^30 float16, 2^33 bfloat16) of the
  * largest in magnitude (else each moves by at most half a grid step).
  * Communicators of 2^21 ranks or more run ORDER's algorithms instead. An exact zero is +0 (-0 when every contribution is
- * -0); NaN payloads are not kept. It costs a 2-byte allreduce per element
- * and twice (float, double) or four times (16-bit types) the bytes. */
+ * -0); NaN payloads are not kept. It moves a ring allreduce's bytes (each
+ * element's contributions meet raw at one rank) and costs an exact
+ * integer sum there (README.md has the measured cost). */
 typedef enum COLL_ENUM_INT {
   COLL_REPRODUCIBLE_OFF = 0,
   COLL_REPRODUCIBLE_ORDER = 1,
