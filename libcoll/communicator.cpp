@@ -149,9 +149,9 @@ bool order_sensitive(const Args& a) {
   // order, before any knob (a forced ring would give a wrong result). So
   // too, under COLL_REPRODUCIBLE=order, every reduction whose result
   // depends on the order of its operands (floating-point SUM and PROD,
-  // user operators): the in-order algorithms all run one recursive-doubling
-  // allreduce, whose association of the operands depends on the number of
-  // ranks alone (in_order_reduce.cpp), not on sizes, chunks or transport.
+  // user operators): the in-order algorithms all associate the operands as
+  // recursive doubling does, which depends on the number of ranks alone
+  // (in_order_reduce.cpp), not on sizes, chunks or transport.
   //
   // COLL_REPRODUCIBLE=exact: the sums it makes exact (float, double,
   // float16, bfloat16 SUM in allreduce, reduce, reduce_scatter(_block))
