@@ -360,6 +360,9 @@ void Context::finalize() noexcept {
   world_.reset();
   cache_.reset();  // rdma_dereg_mr(3): every region before the PD goes
   transport_.reset();
+  // Last: this rank's windows and segments are gone when its launcher
+  // hears that it finalized.
+  boot_->leave();
 }
 
 Communicator* Context::adopt(std::unique_ptr<Communicator> comm) {

@@ -40,6 +40,11 @@ class Bootstrap {
 
   void barrier(double timeout_s) { allgather(std::string(), timeout_s); }
 
+  // coll_finalize is done with the job: tells the launcher, where it
+  // listens (collrun's kLeaving), that this rank finalized. Best effort,
+  // never throws: the rank is leaving either way.
+  virtual void leave() noexcept {}
+
  protected:
   // One round of allgather, as the backend runs it.
   virtual std::vector<std::string> exchange(const std::string& mine, double timeout_s) = 0;

@@ -295,6 +295,19 @@ class CollrunBootstrap final : public Bootstrap {
   std::string job_id() const override { return job_id_; }
   const std::string& secret() const override { return secret_; }
 
+  // `collrun --enable-recovery` tells a survivor that failed (non-zero
+  // exit after this) from a rank that died (non-zero exit without it).
+  // The frame fits the socket's empty buffer: the deadline is a bound,
+  // not a wait.
+  void leave() noexcept override {
+    try {
+      connection_.send_all(proto::FrameWriter(MessageType::kLeaving).finish(), Deadline(1.0),
+                           "leaving notice");
+    } catch (const Error&) {
+      // collrun gone or the connection failed: nobody to tell.
+    }
+  }
+
  protected:
   std::vector<std::string> exchange(const std::string& mine, double timeout_s) override {
     if (mine.size() > proto::kMaxBlobBytes)

@@ -18,6 +18,13 @@
 //   client -> collrun   kQuery     u64 round   (after a client timeout)
 //   collrun -> client   kMissing   u64 round, u32 count, count x u32 rank
 //                       kFailed    u32 coll status, str message
+//   client -> collrun   kLeaving   (empty)     coll_finalize is done with
+//                                  the bootstrap: this rank finalized
+//
+// kLeaving tells `collrun --enable-recovery` which ranks finalized: one
+// that exits non-zero after it is a survivor that failed, one that exits
+// non-zero without it died (collrun.cpp). A process exit closes the
+// connection exactly as a finalize does, so the close alone cannot tell.
 //
 // Rounds are numbered from 1 per connection. collrun answers a round when
 // every rank has sent it. The epoch counts the collrun bootstraps this
@@ -43,7 +50,7 @@
 
 namespace coll::collrun_protocol {
 
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;  // 3: kLeaving
 
 // What collrun puts in each rank's environment.
 inline constexpr const char* kEnvAddress = "COLL_BOOTSTRAP";  // "host:port"
@@ -69,6 +76,7 @@ enum class MessageType : uint32_t {
   kMissing = 7,
   kFailed = 8,
   kChallenge = 9,
+  kLeaving = 10,
 };
 
 inline constexpr size_t kHeaderBytes = 12;
@@ -99,6 +107,8 @@ inline const char* message_type_name(uint32_t type) {
       return "failed";
     case MessageType::kChallenge:
       return "challenge";
+    case MessageType::kLeaving:
+      return "leaving";
   }
   return "unknown";
 }
@@ -169,6 +179,8 @@ inline uint64_t max_payload_bytes(uint32_t type, uint32_t world_size) {
       return 8 + 4 + uint64_t{world_size} * 4;
     case MessageType::kFailed:
       return 4 + 8 + kMaxMessageBytes;
+    case MessageType::kLeaving:
+      return 0;
   }
   return 0;
 }

@@ -6,6 +6,12 @@
 // SIGINT, SIGTERM, SIGHUP), the rendezvous sockets and the ranks' output
 // pipes, with the --timeout and kill deadlines as the poll timeout, so
 // collrun never blocks on any one rank.
+//
+// --enable-recovery: a rank that dies — killed by a signal, or a non-zero
+// exit without having finalized (the rendezvous' kLeaving) — ends nothing.
+// The others go on, the rendezvous completes their barriers without it,
+// and at the end one line a dead rank says how it died. The job's status
+// is then the survivors'. Signals to collrun and --timeout still end all.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -228,7 +234,9 @@ class Job {
         signals_({SIGCHLD, SIGINT, SIGTERM, SIGHUP}),
         server_(plan_.num_ranks, job_id_, secret_bytes(secret_), rendezvous_.listen_ip),
         output_(options_.tag_output),
-        ranks_(static_cast<size_t>(plan_.num_ranks)) {}
+        ranks_(static_cast<size_t>(plan_.num_ranks)) {
+    if (options_.enable_recovery) server_.enable_recovery();
+  }
 
   ~Job() {
     // The safety net for shared memory, whichever way the job ended.
@@ -249,7 +257,11 @@ class Job {
     output_.drain_all();
     server_.shut_down();
     clean_remote_shared_memory();
+    report_dead_ranks();
     if (timed_out_) return kTimeoutStatus;
+    // Nobody survived: the first death is the job's status.
+    if (!exit_status_ && !dead_.empty() && dead_.size() == ranks_.size())
+      return dead_.front().status;
     return exit_status_.value_or(0);
   }
 
@@ -555,6 +567,14 @@ class Job {
     std::string how = describe_wait_status(wait_status);
     if (ranks_[size_t(rank)].remote) how += agent_status_hint(wait_status);
     int status = shell_status(wait_status);
+    if (options_.enable_recovery && !terminating_) {
+      // Before rank_exited settles the rounds: whatever the rank sent
+      // before it ended (a round, its kLeaving) is read first.
+      const bool finalized = server_.rank_finalized(rank);
+      server_.rank_exited(rank, how);
+      on_rank_end_recovering(rank, wait_status, status, finalized, how);
+      return;
+    }
     server_.rank_exited(rank, how);
     if (status == 0 || exit_status_ || terminating_) {
       if (status != 0 && !exit_status_) exit_status_ = status;
@@ -573,6 +593,31 @@ class Job {
       return;
     }
     blame(rank, status, how);
+  }
+
+  // --enable-recovery: nothing ends. A rank that did not finalize died
+  // (its peers got COLL_ERR_PEER_LOST and go on without it); one that
+  // finalized and then failed is a survivor that failed, whose status the
+  // job returns, as without the option. A signal after finalize is a death
+  // all the same: the process did not end as it meant to.
+  void on_rank_end_recovering(int rank, int wait_status, int status, bool finalized,
+                              const std::string& how) {
+    if (WIFSIGNALED(wait_status) || (status != 0 && !finalized)) {
+      dead_.push_back(DeadRank{rank, status, how});
+      return;
+    }
+    if (status == 0) return;
+    say("rank " + std::to_string(rank) + " (" + ranks_[size_t(rank)].process + ") " + how +
+        " after coll_finalize");
+    if (!exit_status_) exit_status_ = status;
+  }
+
+  // One line a dead rank, once the job has ended.
+  void report_dead_ranks() {
+    for (const DeadRank& dead : dead_)
+      say("rank " + std::to_string(dead.rank) + " (" + ranks_[size_t(dead.rank)].process +
+          ") died: " + dead.how + (dead.how.starts_with("exited") ? " before coll_finalize" : "") +
+          "; the job went on without it (--enable-recovery)");
   }
 
   // Names the rank that ended the job and ends the others.
@@ -686,6 +731,12 @@ class Job {
     std::string how;
   };
   std::optional<PendingBlame> pending_blame_;
+  struct DeadRank {
+    int rank;
+    int status;
+    std::string how;
+  };
+  std::vector<DeadRank> dead_;  // --enable-recovery, in the order they ended
   std::optional<Clock::time_point> blame_deadline_;
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> kill_deadline_;

@@ -118,6 +118,9 @@ LaunchOptions parse_launch_options(const std::vector<std::string>& args) {
     } else if (name == "tag-output") {
       no_value();
       options.tag_output = true;
+    } else if (name == "enable-recovery") {
+      no_value();
+      options.enable_recovery = true;
     } else if (name == "timeout") {
       options.timeout_text = value();
       options.timeout_s = parse_timeout(options.timeout_text);
@@ -214,6 +217,11 @@ MASTER_PORT (a port free on this host) unless set already.
   --tag-output          prefix output lines with [1,RANK]<stdout>: or
                         [1,RANK]<stderr>:
   --timeout S           end the job after S seconds (exit status 124)
+  --enable-recovery     a rank that dies (a signal, or a non-zero exit before
+                        coll_finalize) does not end the job: the others go
+                        on, collrun's bootstrap barriers (coll_finalize's)
+                        complete without it, and at the end one line a dead
+                        rank says how it died (see Exit status)
   --allow-run-as-root   accepted for mpirun compatibility; no effect
   -h, --help            this text
 
@@ -245,7 +253,10 @@ Exit status: 0 when every rank exits 0; otherwise the first failing rank's
 status (128+S for a rank killed by signal S), 124 on --timeout, 2 for a
 command line collrun cannot run. When a rank fails, collrun ends the others
 (SIGTERM, then SIGKILL) and removes the job's /dev/shm/coll-<COLL_JOBID>-*
-segments.
+segments. With --enable-recovery a dead rank ends nothing: the exit status
+is that of the survivors (0 when each exited 0, else the first that failed
+after coll_finalize), or that of the first dead rank when none survived;
+signals to collrun and --timeout still end the whole job.
 )";
 }
 

@@ -47,6 +47,8 @@ struct LaunchOptions {
   bool tag_output = false;
   std::optional<double> timeout_s;
   std::string timeout_text;  // as given, for messages
+  // --enable-recovery: a rank that dies does not end the job (collrun.cpp).
+  bool enable_recovery = false;
   bool help = false;
   std::vector<std::string> command;  // the program and its arguments
 };

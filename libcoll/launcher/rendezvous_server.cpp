@@ -113,6 +113,12 @@ void RendezvousServer::rank_exited(int rank, const std::string& how) {
   settle_rounds();
 }
 
+bool RendezvousServer::rank_finalized(int rank) {
+  RankState& state = ranks_.at(static_cast<size_t>(rank));
+  if (state.connection && !state.connection->closing) read_from(*state.connection);
+  return state.finalized;
+}
+
 void RendezvousServer::add_pollfds(std::vector<pollfd>& fds) {
   first_pollfd_ = fds.size();
   polled_.clear();
@@ -216,7 +222,8 @@ void RendezvousServer::read_from(Connection& connection) {
     proto::FrameHeader header = proto::parse_header(connection.input.data());
     bool from_client = header.type == static_cast<uint32_t>(MessageType::kHello) ||
                        header.type == static_cast<uint32_t>(MessageType::kRound) ||
-                       header.type == static_cast<uint32_t>(MessageType::kQuery);
+                       header.type == static_cast<uint32_t>(MessageType::kQuery) ||
+                       header.type == static_cast<uint32_t>(MessageType::kLeaving);
     // Before its hello is accepted a connection may send a hello and
     // nothing else: nothing larger than a hello is buffered before trust.
     if (connection.rank < 0) from_client = header.type == static_cast<uint32_t>(MessageType::kHello);
@@ -289,6 +296,8 @@ bool RendezvousServer::handle_frame(Connection& connection, uint32_t type,
       return handle_round(connection, payload);
     case MessageType::kQuery:
       return handle_query(connection, payload);
+    case MessageType::kLeaving:
+      return handle_leaving(connection, payload);
     default:
       break;
   }
@@ -378,6 +387,7 @@ bool RendezvousServer::handle_hello(Connection& connection, const std::string& p
   state.connection = &connection;
   state.epoch = static_cast<int64_t>(epoch);
   state.epoch_closed = false;
+  state.finalized = false;
   const coll::job_secret::Digest ours =
       coll::job_secret::prove(secret_, proto::kCollrunRole, rank_nonce, statement);
   send(connection, shared_frame(proto::FrameWriter(MessageType::kWelcome)
@@ -429,6 +439,16 @@ bool RendezvousServer::handle_query(Connection& connection, const std::string& p
   for (uint32_t rank : missing) answer.put_u32(rank);
   send(connection, shared_frame(answer.finish()));
   return !connection.dead;
+}
+
+bool RendezvousServer::handle_leaving(Connection& connection, const std::string& payload) {
+  if (connection.rank < 0 || !payload.empty()) {
+    protocol_error(connection, "a malformed leaving notice");
+    return false;
+  }
+  RankState& state = ranks_[static_cast<size_t>(connection.rank)];
+  if (state.connection == &connection) state.finalized = true;
+  return true;
 }
 
 void RendezvousServer::refuse(Connection& connection, bool stranger, const std::string& reason) {
@@ -507,6 +527,11 @@ void RendezvousServer::settle_rounds() {
       it = rounds_.erase(it);
       continue;
     }
+    if (recovery_ && completes_without_missing(it->first, round)) {
+      complete_round(it->first, round);
+      it = rounds_.erase(it);
+      continue;
+    }
     std::optional<std::string> reason;
     for (int rank = 0; rank < world_size_ && !reason; ++rank)
       if (!round.blobs[static_cast<size_t>(rank)]) reason = why_never(rank, it->first);
@@ -519,10 +544,26 @@ void RendezvousServer::settle_rounds() {
   }
 }
 
+bool RendezvousServer::completes_without_missing(const RoundKey& key,
+                                                 const PendingRound& round) const {
+  bool any_missing = false;
+  for (int rank = 0; rank < world_size_; ++rank) {
+    const std::optional<std::string>& blob = round.blobs[static_cast<size_t>(rank)];
+    if (blob && !blob->empty()) return false;  // data: the result would have a hole
+    if (!blob) {
+      if (!why_never(rank, key)) return false;  // it may still come
+      any_missing = true;
+    }
+  }
+  return any_missing;
+}
+
 void RendezvousServer::complete_round(const RoundKey& key, PendingRound& round) {
   proto::FrameWriter result(MessageType::kResult);
   result.put_u64(key.second).put_u32(static_cast<uint32_t>(world_size_));
-  for (const std::optional<std::string>& blob : round.blobs) result.put_bytes(*blob);
+  // A rank missing from it (a barrier under recovery) sent nothing: so
+  // does its place.
+  for (const std::optional<std::string>& blob : round.blobs) result.put_bytes(blob.value_or(""));
   // One copy of the frame, shared by every rank's output queue.
   auto frame = shared_frame(result.finish());
   round.blobs.clear();

@@ -8,6 +8,12 @@
 // at once with a message naming that rank, so the ranks waiting in it get
 // COLL_ERR_PEER_LOST instead of waiting for their timeout.
 //
+// With recovery enabled (collrun --enable-recovery) a barrier round — every
+// blob sent empty, as coll_finalize's — whose missing ranks can never send
+// it completes among the ranks that did, instead of failing: the survivors
+// of a dead rank finalize cleanly. A round that carries data still fails:
+// its result would have a hole where the missing rank's data belongs.
+//
 // Non-blocking throughout: it does its I/O when collrun's poll() loop says
 // a descriptor is ready, and never waits itself.
 #pragma once
@@ -50,6 +56,15 @@ class RendezvousServer {
   // The rank's process has ended (`how`: "exited with status 0", ...).
   void rank_exited(int rank, const std::string& how);
 
+  // collrun --enable-recovery: barrier rounds that a dead rank can never
+  // join complete among the others (see above). Off by default.
+  void enable_recovery() { recovery_ = true; }
+  // Whether the rank's latest connection said it finalized (kLeaving).
+  // Reads what the rank sent and collrun has not read yet first: a rank
+  // that finalized and exited at once has its notice in the socket when
+  // collrun reaps it.
+  bool rank_finalized(int rank);
+
   // poll() integration: append this server's descriptors, then hand the
   // same vector back after poll().
   void add_pollfds(std::vector<pollfd>& fds);
@@ -67,6 +82,7 @@ class RendezvousServer {
     int64_t epoch = -1;                 // epoch of its latest connection
     uint64_t rounds_sent = 0;           // rounds sent on that connection
     bool epoch_closed = false;          // that connection has closed
+    bool finalized = false;             // that connection sent kLeaving
     std::optional<std::string> exited;  // how its process ended
   };
   struct PendingRound {
@@ -84,6 +100,7 @@ class RendezvousServer {
   bool handle_hello(Connection& connection, const std::string& payload);
   bool handle_round(Connection& connection, const std::string& payload);
   bool handle_query(Connection& connection, const std::string& payload);
+  bool handle_leaving(Connection& connection, const std::string& payload);
   // stranger: the connection has not proved the job's secret, so the line
   // goes through report_stranger.
   void refuse(Connection& connection, bool stranger, const std::string& reason);
@@ -103,7 +120,11 @@ class RendezvousServer {
   void fail_round(const RoundKey& key, PendingRound& round, const std::string& reason);
   std::string rank_name(int rank) const;
 
+  // A barrier round whose missing ranks all have a reason never to send it.
+  bool completes_without_missing(const RoundKey& key, const PendingRound& round) const;
+
   int world_size_;
+  bool recovery_ = false;
   std::string job_id_;
   std::string secret_;
   coll::UniqueFd listener_;
