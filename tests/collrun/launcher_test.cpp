@@ -73,6 +73,42 @@ TEST_F(CollrunTest, RankKilledBySignalGives128PlusSignal) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << explain(r);
 }
 
+// --enable-recovery: a rank that dies (a signal, or a non-zero exit
+// without coll_finalize: these ranks never init) ends nothing; each is
+// named once, at the end.
+TEST_F(CollrunTest, RecoveryKeepsTheOthersAndNamesTheDead) {
+  ProcessResult r =
+      collrun({"--enable-recovery", "-np", "4", helper_, "exit", "0", "3", "kill9", "0"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 0) << explain(r);
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("collrun: rank 1 \\(pid [0-9]+\\) died: exited with status 3 before "
+                        "coll_finalize; the job went on without it \\(--enable-recovery\\)\n")))
+      << explain(r);
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("collrun: rank 2 \\(pid [0-9]+\\) died: killed by signal 9 \\([^)]*\\); "
+                        "the job went on without it")))
+      << explain(r);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << explain(r);
+}
+
+TEST_F(CollrunTest, RecoveryWhereEveryRankDiedIsAFailure) {
+  ProcessResult r = collrun({"--enable-recovery", "-np", "2", helper_, "exit", "kill9", "4"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_NE(r.status, 0) << explain(r);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << explain(r);
+}
+
+// --timeout still ends everything under --enable-recovery.
+TEST_F(CollrunTest, RecoveryStillEndsTheJobOnTimeout) {
+  ProcessResult r =
+      collrun({"--enable-recovery", "--timeout", "1", "-np", "2", helper_, "exit", "kill9", "sleep"});
+  ASSERT_FALSE(r.timed_out) << explain(r);
+  EXPECT_EQ(r.status, 124) << explain(r);
+  EXPECT_NE(r.err.find("collrun: job timed out after 1 s"), std::string::npos) << explain(r);
+  EXPECT_NE(r.err.find("collrun: rank 0 (pid "), std::string::npos) << explain(r);
+}
+
 TEST_F(CollrunTest, RankIgnoringSigtermIsKilled) {
   ProcessResult r = collrun({"-np", "2", helper_, "ignore-term"});
   ASSERT_FALSE(r.timed_out) << explain(r);

@@ -39,6 +39,20 @@
 //                 the setup barrier: every rank must end (collrun asked for
 //                 SIGKILL at its death) and no segment may be left. Needs
 //                 COLL_TEST_SYNC_DIR (files say what happened).
+//   recover-kill  (collrun --enable-recovery, np 4) every rank splits the
+//                 world into {0,1} and {2,3} and checks a world allreduce;
+//                 then rank 2 SIGKILLs itself once the others are past it
+//                 (needs COLL_TEST_SYNC_DIR). The survivors' next
+//                 world allreduce must fail (COLL_ERR_PEER_LOST: never
+//                 success, never a hang); ranks 0 and 1 must still get
+//                 exact results on {0,1}; every survivor finalizes and
+//                 exits 0. The driver checks collrun's status and lines.
+//                 Over tcp, which fails every communicator when a peer's
+//                 connection is lost, {0,1} fails too (PEER_LOST) and the
+//                 rank says so.
+//   recover-exit  the same with rank 2 calling exit(3) instead.
+//   recover-kill-then-fail  recover-kill, and rank 1 exits 5 after its
+//                 coll_finalize: a survivor that failed.
 //   ok            coll_init, one allreduce, coll_finalize.
 #include <coll/coll.h>
 #include <dirent.h>
@@ -321,6 +335,77 @@ int collrun_dies_in_setup(int* argc, char*** argv) {
   return 1;
 }
 
+// recover-*: see the top of the file. Returns the rank's exit status; the
+// victim does not return.
+int recover(bool by_signal) {
+  constexpr int kVictim = 2;
+  const int color = g_rank < 2 ? 0 : 1;
+  coll_comm_t half = COLL_COMM_NULL;
+  int status = coll_comm_split(coll_comm_world(), color, g_rank, &half);
+  report("split", status);
+  if (status != COLL_SUCCESS) return 1;
+  int in = g_rank + 1, out = 0;
+  status = coll_allreduce(&in, &out, 1, COLL_INT32, COLL_SUM, coll_comm_world());
+  report("world allreduce before the death", status);
+  if (status != COLL_SUCCESS || out != g_size * (g_size + 1) / 2) return 1;
+  // Every survivor has its split and its world result before the victim
+  // dies: it waits for their files (COLL_TEST_SYNC_DIR). A barrier would
+  // not do: over tcp a rank killed with a barrier's last message unread
+  // by a peer resets the connection, and the peer's barrier fails.
+  const char* dir = std::getenv("COLL_TEST_SYNC_DIR");
+  if (dir == nullptr) {
+    std::fprintf(stderr, "fault-helper: COLL_TEST_SYNC_DIR is not set\n");
+    return 1;
+  }
+  if (g_rank != kVictim)
+    if (FILE* f = std::fopen(sync_file(dir, g_rank).c_str(), "w")) std::fclose(f);
+  if (g_rank == kVictim) {
+    for (int r = 0; r < g_size; ++r)
+      if (r != kVictim && r != g_rank)
+        while (access(sync_file(dir, r).c_str(), F_OK) != 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::printf("fault-helper rank %d: %s\n", g_rank, by_signal ? "raising SIGKILL" : "exit(3)");
+    std::fflush(stdout);
+    if (by_signal) std::raise(SIGKILL);
+    std::exit(3);
+  }
+  // A world allreduce needs the victim's data: it can only fail.
+  std::vector<int32_t> send(4096, g_rank + 1), recv(4096, -1);
+  status = coll_allreduce(send.data(), recv.data(), send.size(), COLL_INT32, COLL_SUM,
+                          coll_comm_world());
+  report("world allreduce after the death", status);
+  if (status == COLL_SUCCESS) {
+    std::printf("fault-helper rank %d: WRONG: success without rank %d\n", g_rank, kVictim);
+    return 1;
+  }
+  if (status != COLL_ERR_PEER_LOST) return 1;
+  if (color == 0) {
+    // {0,1} never had the victim: exact, small and large (through slots).
+    for (size_t count : {size_t{1}, size_t{1} << 18}) {
+      std::vector<int64_t> mine(count), sum(count, -1);
+      for (size_t i = 0; i < count; ++i) mine[i] = int64_t(g_rank + 1) * int64_t(i + 1);
+      status = coll_allreduce(mine.data(), sum.data(), count, COLL_INT64, COLL_SUM, half);
+      report(("half allreduce of " + std::to_string(count)).c_str(), status);
+      // tcp fails its whole transport when one connection is lost (every
+      // communicator with it): a limit of recovery there, not an error.
+      if (status == COLL_ERR_PEER_LOST &&
+          std::strcmp(coll_comm_transport_name(half), "tcp") == 0) {
+        std::printf("fault-helper rank %d: half lost with the tcp transport\n", g_rank);
+        return 0;
+      }
+      if (status != COLL_SUCCESS) return 1;
+      for (size_t i = 0; i < count; ++i)
+        if (sum[i] != 3 * int64_t(i + 1)) {
+          std::printf("fault-helper rank %d: WRONG half sum at %zu: %lld\n", g_rank, i,
+                      static_cast<long long>(sum[i]));
+          return 1;
+        }
+    }
+    std::printf("fault-helper rank %d: half exact after the death\n", g_rank);
+  }
+  return 0;
+}
+
 int all_ok() {
   int in = g_rank + 1, out = 0;
   const int status =
@@ -375,7 +460,8 @@ int main(int argc, char** argv) {
         stderr,
         "usage: %s "
         "silent-rank|kill-rank|mismatch|mismatch-slot|mismatch-gather|mismatch-alltoallv|"
-        "finalize-early|finalize-staggered|die-in-setup|collrun-dies-in-setup|ok\n",
+        "finalize-early|finalize-staggered|die-in-setup|collrun-dies-in-setup|recover-kill|"
+        "recover-exit|recover-kill-then-fail|ok\n",
         argv[0]);
     return 64;
   }
@@ -414,6 +500,10 @@ int main(int argc, char** argv) {
     result = finalize_early();
   else if (mode == "finalize-staggered")
     result = finalize_staggered();
+  else if (mode == "recover-kill" || mode == "recover-kill-then-fail")
+    result = recover(/*by_signal=*/true);
+  else if (mode == "recover-exit")
+    result = recover(/*by_signal=*/false);
   else if (mode == "ok")
     result = all_ok();
   else
@@ -426,6 +516,9 @@ int main(int argc, char** argv) {
   coll_initialized(&initialized);
   if (!initialized) return result;
   status = coll_finalize();
+  // A survivor that failed after finalizing (collrun returns its status).
+  if (mode == "recover-kill-then-fail" && g_rank == 1 && result == 0 && status == COLL_SUCCESS)
+    result = 5;
   std::printf("fault-helper rank %d: finalize status=%d exit=%d\n", g_rank, status, result);
   std::fflush(stdout);
   return result;

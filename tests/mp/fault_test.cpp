@@ -161,9 +161,27 @@ class Fault : public testing::Test {
     shm_before_ = coll_shm_entries();
   }
 
-  JobResult run(int ranks, const std::vector<std::string>& exports, const std::string& mode) {
+  JobResult run(int ranks, const std::vector<std::string>& exports, const std::string& mode,
+                const std::vector<std::string>& collrun_options = {}) {
+    return run_in(ranks, exports, mode, collrun_options);
+  }
+
+  // The recover-* modes: with a directory of their own for the helper's
+  // files (COLL_TEST_SYNC_DIR).
+  JobResult run_recovery(const std::string& mode, const std::vector<std::string>& collrun_options) {
+    char sync_dir[] = "/tmp/coll-recovery-sync-XXXXXX";
+    EXPECT_NE(mkdtemp(sync_dir), nullptr);
+    JobResult job = run_in(4, {"COLL_TIMEOUT=30", std::string("COLL_TEST_SYNC_DIR=") + sync_dir},
+                           mode, collrun_options);
+    std::filesystem::remove_all(sync_dir);
+    return job;
+  }
+
+  JobResult run_in(int ranks, const std::vector<std::string>& exports, const std::string& mode,
+                   const std::vector<std::string>& collrun_options) {
     std::vector<std::string> args = {collrun_, "-np", std::to_string(ranks), "--timeout",
                                      std::to_string(kCollrunTimeoutS)};
+    args.insert(args.end(), collrun_options.begin(), collrun_options.end());
     for (const std::string& e : exports) {
       args.push_back("-x");
       args.push_back(e);
@@ -239,6 +257,79 @@ TEST_F(Fault, KilledRankEndsTheJob) {
   const int peer_lost = count_lines_containing(
       job.output, {"allreduce iteration ", " status=" + std::to_string(COLL_ERR_PEER_LOST) + " "});
   EXPECT_EQ(reported, peer_lost) << "a survivor got another error than COLL_ERR_PEER_LOST";
+  expect_shm_clean(job);
+}
+
+// collrun --enable-recovery, fault_helper's recover-* modes: rank 2 dies
+// after the split; the survivors' world allreduce fails with PEER_LOST,
+// {0,1} stays exact (shm), every survivor finalizes, and collrun names the
+// dead rank in one line.
+void expect_survivors_went_on(const JobResult& job, const std::string& death) {
+  const std::string peer_lost = "status=" + std::to_string(COLL_ERR_PEER_LOST) + " ";
+  EXPECT_EQ(count_lines_containing(job.output, {"WRONG"}), 0);
+  for (int rank : {0, 1, 3}) {
+    const std::string prefix = "fault-helper rank " + std::to_string(rank) + ": ";
+    EXPECT_EQ(count_lines_containing(job.output,
+                                     {prefix + "world allreduce after the death " + peer_lost}),
+              1)
+        << "rank " << rank << ": the world's call after the death did not fail with PEER_LOST";
+    EXPECT_EQ(count_lines_containing(job.output, {prefix + "finalize status=0 "}), 1)
+        << "rank " << rank << ": finalize did not end cleanly";
+  }
+  const char* transport = std::getenv("COLL_TRANSPORT");
+  const bool tcp = transport && std::string(transport) == "tcp";
+  for (int rank : {0, 1})
+    EXPECT_EQ(count_lines_containing(
+                  job.output, {"fault-helper rank " + std::to_string(rank) + ": " +
+                               (tcp ? "half lost with the tcp transport" : "half exact after the death")}),
+              1)
+        << "rank " << rank << ": the split without the dead rank";
+  EXPECT_EQ(count_lines_containing(job.output, {"collrun: rank 2 (", death,
+                                                "the job went on without it (--enable-recovery)"}),
+            1)
+      << "collrun did not name rank 2 and how it died";
+  EXPECT_EQ(count_lines_containing(job.output, {"terminating the job"}), 0);
+}
+
+TEST_F(Fault, WithRecoveryTheSurvivorsOfAKilledRankGoOn) {
+  const JobResult job = run_recovery("recover-kill", {"--enable-recovery"});
+  EXPECT_TRUE(job.exited && job.exit_status == 0)
+      << "exit " << job.exit_status << " signal " << job.signal;
+  expect_survivors_went_on(job, "died: killed by signal 9");
+  expect_shm_clean(job);
+}
+
+TEST_F(Fault, WithRecoveryTheSurvivorsOfAnExitedRankGoOn) {
+  const JobResult job = run_recovery("recover-exit", {"--enable-recovery"});
+  EXPECT_TRUE(job.exited && job.exit_status == 0)
+      << "exit " << job.exit_status << " signal " << job.signal;
+  expect_survivors_went_on(job, "died: exited with status 3 before coll_finalize");
+  expect_shm_clean(job);
+}
+
+// A survivor that exits non-zero after coll_finalize is a failure of the
+// job (its status), not a death.
+TEST_F(Fault, WithRecoveryASurvivorThatFailsGivesItsStatus) {
+  const JobResult job =
+      run_recovery("recover-kill-then-fail", {"--enable-recovery"});
+  EXPECT_TRUE(job.exited && job.exit_status == 5)
+      << "exit " << job.exit_status << " signal " << job.signal;
+  expect_survivors_went_on(job, "died: killed by signal 9");
+  EXPECT_EQ(count_lines_containing(job.output,
+                                   {"collrun: rank 1 (", "exited with status 5 after coll_finalize"}),
+            1);
+  expect_shm_clean(job);
+}
+
+// The same program without the option: the death ends the job, as always.
+TEST_F(Fault, WithoutRecoveryADeathEndsTheJob) {
+  const JobResult job = run_recovery("recover-kill", {});
+  EXPECT_TRUE(job.exited && job.exit_status == 128 + 9)
+      << "exit " << job.exit_status << " signal " << job.signal;
+  EXPECT_EQ(count_lines_containing(
+                job.output, {"collrun: rank 2 (", "killed by signal 9", "terminating the job"}),
+            1);
+  EXPECT_EQ(count_lines_containing(job.output, {"--enable-recovery"}), 0);
   expect_shm_clean(job);
 }
 
