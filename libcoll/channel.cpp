@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "error.hpp"
+#include "fault_injection.hpp"
 #include "regcache.hpp"
 
 namespace coll {
@@ -306,6 +307,7 @@ Channel::SendWait Channel::send(int peer, const void* src, size_t len) {
 }
 
 void Channel::do_send(int peer, const void* src, size_t len) {
+  fault_at_send();
   const uint64_t m = sent_[size_t(peer)];
   const int k = int(m % uint64_t(layout_.num_slots));
   const RemoteRegion& w = peers_[size_t(peer)];

@@ -9,6 +9,7 @@
 
 #include "context.hpp"
 #include "error.hpp"
+#include "fault_injection.hpp"
 #include "selection.hpp"
 #include "user_op.hpp"
 
@@ -417,6 +418,7 @@ std::unique_ptr<Operation> Communicator::make_internal(const char* what,
   if (head_ || failed_status() || ctx_.others_pending(*this)) return false;
   Polls polls{std::min<uint64_t>(ctx_.spin_polls(), 1024),
               [](void* c) { static_cast<Context*>(c)->progress_transport(); }, &ctx_};
+  fault_at_call(id_, calls_);
   try {
     if (!algo.now(*channel_, args, polls, rest)) return false;
   } catch (const Error& e) {
@@ -437,6 +439,7 @@ void Communicator::start(Operation& op) {
   // sees it; its peers then time out or see it fail).
   if (op.held_pins > 0) ctx_.cache().check_held(op.pins, op.collective);
   op.seq = op.members_only ? calls_ : calls_++;
+  fault_at_call(id_, op.seq);
   op.complete.store(false, std::memory_order_relaxed);
   op.status = 0;
   op.message.clear();

@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "communicator.hpp"
 #include "datatype.hpp"
 #include "error.hpp"
+#include "fault_injection.hpp"
 #include "operation.hpp"
 #include "slot_sizing.hpp"
 
@@ -138,10 +141,62 @@ struct Context::Pacing {
   Clock::time_point last_progress;
   Clock::time_point next_peer_check;
   int left_peer = -1;  // the awaited peer, whose `left` notice the last peer check saw
+  uint64_t dumps_seen = 0;  // g_dump_requests when this wait last printed (or began)
+  bool dumped = false;      // COLL_DEBUG_DUMP's print of this wait is done
 };
 
 namespace {
 std::atomic<uint64_t> g_contexts{0};
+
+// The flight recorder's signal (COLL_DUMP_SIGNAL). The handler only counts
+// the request: the state it would print changes under the thread it
+// interrupted, so the waits print it themselves at their next check
+// (Context::check_stalled, within ~10 ms). A rank with no wait inside
+// libcoll says so from the handler, with write(2) of a line made at
+// coll_init, so that every rank signalled answers.
+std::atomic<uint64_t> g_dump_requests{0};
+std::atomic<int> g_waiting{0};  // threads inside Context::wait
+char g_idle_line[160];
+size_t g_idle_length = 0;
+bool g_dump_handler = false;  // ours is installed
+
+void on_dump_signal(int) {
+  const int saved = errno;
+  g_dump_requests.fetch_add(1, std::memory_order_relaxed);
+  if (g_waiting.load(std::memory_order_relaxed) == 0)
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, g_idle_line, g_idle_length);
+  errno = saved;
+}
+
+void install_dump_handler(int rank) {
+  struct sigaction old {};
+  if (::sigaction(SIGUSR1, nullptr, &old) != 0) return;
+  if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) return;  // the application's
+  const int n = std::snprintf(g_idle_line, sizeof g_idle_line,
+                              "libcoll: rank %d (pid %d): SIGUSR1: no wait inside libcoll (between "
+                              "calls, or polling with coll_test)\n",
+                              rank, int(::getpid()));
+  g_idle_length = n > 0 ? std::min(size_t(n), sizeof g_idle_line - 1) : 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_dump_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  g_dump_handler = ::sigaction(SIGUSR1, &sa, nullptr) == 0;
+}
+
+void remove_dump_handler() {
+  if (!g_dump_handler) return;
+  struct sigaction cur {};
+  // Put back the default only where the handler is still ours.
+  if (::sigaction(SIGUSR1, nullptr, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+      cur.sa_handler == on_dump_signal) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGUSR1, &dfl, nullptr);
+  }
+  g_dump_handler = false;
+}
 }  // namespace
 
 // RDMA pins the windows too. Where RLIMIT_MEMLOCK is small (`ulimit -l 64`
@@ -266,6 +321,10 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
   // No rank writes into a window before every window is registered.
   boot_->barrier(config_.timeout_s);
   world_->build_hierarchy();
+  // Armed only now: the calls it counts are the application's (and the
+  // internal ones it makes), not coll_init's own exchanges.
+  arm_fault(parse_fault_plan(config_.fault_inject), boot_->rank());
+  if (config_.dump_signal) install_dump_handler(boot_->rank());
   if (config_.async_progress) progress_thread_ = std::thread([this] { progress_thread_main(); });
   if (config_.debug)
     std::fprintf(stderr,
@@ -307,6 +366,8 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
 Context::~Context() { finalize(); }
 
 void Context::finalize() noexcept {
+  disarm_fault();
+  remove_dump_handler();
   if (progress_thread_.joinable()) {
     stop_progress_ = true;
     progress_thread_.join();
@@ -460,10 +521,47 @@ void Context::advance_others(Communicator* except) {
 
 // Every wait ends: at the timeout without progress, when the peer is found
 // dead, or when the transport reports an error.
+void Context::dump_waits(Communicator& comm, double waited) {
+  // One write per dump, so that the ranks' lines do not interleave.
+  std::string text = strfmt("libcoll: rank %d (pid %d): waiting %.3f s without progress", boot_->rank(),
+                            int(::getpid()), waited);
+  const Operation* op = comm.head();
+  text += op ? strfmt(" in %s%s, call %llu on communicator %llu (rank %d of %d)",
+                      op->info ? "coll_" : "", op->collective,
+                      static_cast<unsigned long long>(op->seq),
+                      static_cast<unsigned long long>(comm.id()), comm.rank(), comm.size())
+             : strfmt(" on communicator %llu (rank %d of %d), no call queued",
+                      static_cast<unsigned long long>(comm.id()), comm.rank(), comm.size());
+  if (const Blocker* b = comm.blocked(); b && b->peer >= 0) {
+    const Channel& ch = b->channel ? *b->channel : comm.channel();
+    text += strfmt(", for %s from rank %d of %s (world rank %d)", b->what, b->peer,
+                   b->channel ? "a per-host sub-communicator" : "it", ch.transport_rank(b->peer));
+  } else if (b) {
+    text += strfmt(", for %s", b->what);
+  }
+  if (op && op->next) {
+    text += "; queued after it:";
+    int shown = 0;
+    for (const Operation* q = op->next; q && shown < 8; q = q->next, ++shown)
+      text += strfmt(" %s%s call %llu", q->info ? "coll_" : "", q->collective,
+                     static_cast<unsigned long long>(q->seq));
+  }
+  {
+    std::lock_guard<std::mutex> l(pending_mutex_);
+    std::string others;
+    for (const Communicator* c : pending_)
+      if (c != &comm) others += strfmt(" %llu", static_cast<unsigned long long>(c->id()));
+    if (!others.empty()) text += "; other communicators with queued operations:" + others;
+  }
+  text += '\n';
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
+}
+
 Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   const auto now = Clock::now();
   if (!p.started) {
     p.started = true;
+    p.dumps_seen = g_dump_requests.load(std::memory_order_relaxed);
     p.last_progress = now;
     p.next_peer_check = now + std::chrono::milliseconds(10);
   }
@@ -474,6 +572,13 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   const Blocker* b = comm.blocked();
   const int peer = b ? b->peer : -1;
   const double waited = std::chrono::duration<double>(now - p.last_progress).count();
+  if (const uint64_t asked = g_dump_requests.load(std::memory_order_relaxed);
+      asked != p.dumps_seen ||
+      (config_.debug_dump_s > 0 && !p.dumped && waited >= config_.debug_dump_s)) [[unlikely]] {
+    p.dumped = p.dumped || asked == p.dumps_seen;
+    p.dumps_seen = asked;
+    dump_waits(comm, waited);
+  }
   if (waited > config_.timeout_s) {
     // Which call: the collective and its number on the communicator (calls
     // are numbered alike on every rank, so the ranks' messages line up).
@@ -596,6 +701,10 @@ void Context::wait(Operation& op) {
   Pacing p(wait_params_, placement_.get());  // its clock starts at the first check
   p.policy.enter();
   p.policy.begin();
+  struct Waiting {
+    Waiting() { g_waiting.fetch_add(1, std::memory_order_relaxed); }
+    ~Waiting() { g_waiting.fetch_sub(1, std::memory_order_relaxed); }
+  } waiting;
   drive(op, p, false);
 }
 

@@ -102,6 +102,9 @@ class Context {
   void advance_others(Communicator* except);
   bool drive(Operation& op, Pacing& pacing, bool once);
   std::chrono::steady_clock::time_point check_stalled(Communicator& comm, Pacing& pacing);
+  // The flight recorder's line for a wait on comm (SIGUSR1, COLL_DEBUG_DUMP):
+  // the call, whom it waits on and for what, what is queued behind it.
+  void dump_waits(Communicator& comm, double waited);
   void progress_thread_main();
   void finalize() noexcept;
 

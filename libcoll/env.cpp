@@ -120,6 +120,9 @@ Config load_config() {
          reproducible.c_str());
   if (!env_string("COLL_SHM_ARENA").empty())
     c.shm_arena_bytes = env_bytes("COLL_SHM_ARENA", 0, size_t{1} << 20, size_t{1} << 44);
+  c.fault_inject = env_string("COLL_FAULT_INJECT");
+  c.debug_dump_s = env_double("COLL_DEBUG_DUMP", 0, 0, 1e9);
+  c.dump_signal = env_flag("COLL_DUMP_SIGNAL", true);
   if (!env_string("COLL_SPIN_POLLS").empty())
     c.spin_polls = env_count("COLL_SPIN_POLLS", 0, 0, uint64_t(1) << 40);
   return c;

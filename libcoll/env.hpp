@@ -60,6 +60,17 @@ struct Config {
   // COLL_HIERARCHY=0: no sub-communicators per host, so no hierarchical
   // algorithms (Communicator::build_hierarchy).
   bool hierarchy = true;
+  // COLL_FAULT_INJECT: a fault this job injects (libcoll/fault_injection.hpp),
+  // "" for none; parsed and checked at coll_init.
+  std::string fault_inject;
+  // COLL_DEBUG_DUMP=S: a wait that has made no progress for S seconds prints
+  // this rank's pending operations and whom it waits on, once per wait
+  // (Context::dump_waits); 0 (the default): only on SIGUSR1.
+  double debug_dump_s = 0;
+  // COLL_DUMP_SIGNAL=0: no SIGUSR1 handler (the application's own, or the
+  // default action, stays). With 1 (the default) the handler is installed
+  // at coll_init where SIGUSR1 has its default action.
+  bool dump_signal = true;
 };
 
 // Throws coll::Error(COLL_ERR_INVALID_ARG) naming the knob and value.

@@ -6,7 +6,10 @@
  * others must fail, never hang nor finish as if nothing happened: each
  * prints "fault-matrix rank R: status=S iteration=I after=MS ms: MESSAGE"
  * (MS: how long the failed call took) and exits 3 (4 if its loop ended
- * without an error). */
+ * without an error).
+ *   fault_matrix idle
+ * Barriers 50 ms apart for 3 s, outside libcoll almost all the time (for
+ * SIGUSR1's "no wait inside libcoll" line, tests/mp/fault_inject.sh). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime in a -std=c11 build */
 #include <coll/coll.h>
 #include <signal.h>
@@ -32,6 +35,15 @@ static int run(const char *name, int *send, int *recv, size_t n, int root, coll_
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "idle")) {
+    if (coll_init(&argc, &argv) != COLL_SUCCESS) return 1;
+    const struct timespec nap = {0, 50 * 1000 * 1000};
+    for (int i = 0; i < 60; ++i) {
+      if (coll_barrier(coll_comm_world()) != COLL_SUCCESS) return 3;
+      nanosleep(&nap, NULL);
+    }
+    return coll_finalize() == COLL_SUCCESS ? 0 : 3;
+  }
   if (argc < 5) {
     fprintf(stderr, "usage: %s COLLECTIVE VICTIM ITERATION kill|stop|finalize [COUNT]\n",
             argv[0]);
@@ -41,7 +53,10 @@ int main(int argc, char **argv) {
   const int victim = atoi(argv[2]), at = atoi(argv[3]);
   const int stop = !strcmp(argv[4], "stop"), finalize = !strcmp(argv[4], "finalize");
   const size_t n = argc > 5 ? (size_t)atol(argv[5]) : 1000;
-  if (coll_init(&argc, &argv) != COLL_SUCCESS) return 1;
+  if (coll_init(&argc, &argv) != COLL_SUCCESS) {
+    fprintf(stderr, "fault-matrix: coll_init: %s\n", coll_comm_last_error(COLL_COMM_NULL));
+    return 1;
+  }
   int rank = 0, size = 0;
   coll_comm_rank(coll_comm_world(), &rank);
   coll_comm_size(coll_comm_world(), &size);
