@@ -34,6 +34,20 @@ class SingletonBootstrap final : public Bootstrap {
   std::string job_id() const override { return job_id_; }
   const std::string& secret() const override { return secret_; }
 
+  // The only member is this rank, alive.
+  std::vector<std::optional<std::string>> survivor_round(uint64_t key,
+                                                         const std::vector<int>& members,
+                                                         const std::string& mine,
+                                                         double /*timeout_s*/) override {
+    if (members != std::vector<int>{0})
+      fail(COLL_ERR_INVALID_ARG,
+           "survivors' round %llu of a job of one: members must be {0}, not %zu ranks "
+           "starting at %d",
+           static_cast<unsigned long long>(key), members.size(),
+           members.empty() ? -1 : members.front());
+    return {mine};
+  }
+
  protected:
   std::vector<std::string> exchange(const std::string& mine, double /*timeout_s*/) override {
     return {mine};
@@ -78,6 +92,16 @@ std::vector<std::string> Bootstrap::allgather(const std::string& mine, double ti
     failure_ = std::current_exception();
     throw;
   }
+}
+
+// Only a launcher that reaps the ranks knows for certain which died.
+std::vector<std::optional<std::string>> Bootstrap::survivor_round(
+    uint64_t key, const std::vector<int>& /*members*/, const std::string& /*mine*/,
+    double /*timeout_s*/) {
+  fail(COLL_ERR_INVALID_ARG,
+       "survivors' round %llu needs collrun's bootstrap; this job's is %s (start it with "
+       "collrun)",
+       static_cast<unsigned long long>(key), name());
 }
 
 std::string secure_random_bytes(size_t n, const char* what) {

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +41,26 @@ class Bootstrap {
   std::vector<std::string> allgather(const std::string& mine, double timeout_s);
 
   void barrier(double timeout_s) { allgather(std::string(), timeout_s); }
+
+  // A round among `members` (world ranks, strictly increasing, this rank
+  // among them) that survives their deaths: every member that calls it
+  // passes the same key and members and its blob, and gets, for each
+  // member in order, that member's blob or nullopt where the member is
+  // dead (ended before sending its blob). Every caller gets the same
+  // answer. A member still alive that has not joined after timeout_s is
+  // killed by the launcher and counted dead, so the answer stays the same
+  // for everyone (a silent member is a failed one). Rounds are independent
+  // of allgather's: a failed allgather does not fail them, and they do not
+  // make allgather's failures go away. Throws coll::Error:
+  // COLL_ERR_INVALID_ARG when members differ between callers of one key
+  // (naming both lists' sizes and a rank that differs) or the backend has no
+  // such rounds (the default: "needs collrun's bootstrap; this job's is
+  // <name>"); COLL_ERR_PEER_LOST when the launcher itself is gone;
+  // COLL_ERR_TIMEOUT if no answer within 2 * timeout_s + 5 s.
+  virtual std::vector<std::optional<std::string>> survivor_round(uint64_t key,
+                                                                 const std::vector<int>& members,
+                                                                 const std::string& mine,
+                                                                 double timeout_s);
 
   // coll_finalize is done with the job: tells the launcher, where it
   // listens (collrun's kLeaving), that this rank finalized. Best effort,
