@@ -7,6 +7,13 @@
 // caller's timeout. A failure (timeout, lost connection, a refusal, a
 // malformed frame) is sticky: the connection is out of step with collrun
 // afterwards, so every later allgather reports the same error.
+//
+// Survivors' rounds (survivor_round) may be awaited from several threads at
+// once (recovery of several communicators), so answers are demultiplexed:
+// whichever waiting thread reads the connection files each frame by what
+// it answers (a survivors' round by its key, else the numbered round) and
+// wakes the others. A lost connection or a malformed frame fails every
+// waiter, and every later call, with the same error.
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -21,9 +28,14 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "bootstrap/bootstrap.hpp"
@@ -132,8 +144,7 @@ class CollrunConnection {
       return std::nullopt;
     proto::FrameHeader header = proto::parse_header(header_bytes);
     uint64_t limit = proto::max_payload_bytes(header.type, world_size_);
-    if (header.type < static_cast<uint32_t>(MessageType::kHello) ||
-        header.type > static_cast<uint32_t>(MessageType::kChallenge) || header.length > limit)
+    if (!from_collrun(header.type) || header.length > limit)
       fail(COLL_ERR_INTERNAL,
            "collrun sent a malformed frame (type %u, length %llu, at most "
            "%llu allowed): is %s the address of a collrun of the same "
@@ -151,6 +162,22 @@ class CollrunConnection {
   }
 
  private:
+  // The frame types collrun sends.
+  static bool from_collrun(uint32_t type) {
+    switch (static_cast<MessageType>(type)) {
+      case MessageType::kWelcome:
+      case MessageType::kRefused:
+      case MessageType::kResult:
+      case MessageType::kMissing:
+      case MessageType::kFailed:
+      case MessageType::kChallenge:
+      case MessageType::kSurvivorResult:
+        return true;
+      default:
+        return false;
+    }
+  }
+
   int try_connect(const addrinfo& a, const Deadline& deadline) {
     UniqueFd fd(::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.ai_protocol));
     if (!fd) return errno;
@@ -301,6 +328,7 @@ class CollrunBootstrap final : public Bootstrap {
   // not a wait.
   void leave() noexcept override {
     try {
+      std::lock_guard<std::mutex> sending(send_mutex_);
       connection_.send_all(proto::FrameWriter(MessageType::kLeaving).finish(), Deadline(1.0),
                            "leaving notice");
     } catch (const Error&) {
@@ -315,14 +343,65 @@ class CollrunBootstrap final : public Bootstrap {
            mine.size(), static_cast<unsigned long long>(proto::kMaxBlobBytes));
     Deadline deadline(timeout_s);
     uint64_t round = ++round_;
-    connection_.send_all(
-        proto::FrameWriter(MessageType::kRound).put_u64(round).put_bytes(mine).finish(), deadline,
-        "bootstrap round");
-    std::optional<Frame> frame = connection_.receive(deadline);
+    send(proto::FrameWriter(MessageType::kRound).put_u64(round).put_bytes(mine).finish(), deadline,
+         "bootstrap round");
+    std::optional<Frame> frame = await(deadline, [this] { return take_round_frame(); });
     if (!frame) return after_timeout(round, mine, timeout_s);
     return take_result(*frame, round, mine);
   }
 
+ public:
+  std::vector<std::optional<std::string>> survivor_round(uint64_t key,
+                                                         const std::vector<int>& members,
+                                                         const std::string& mine,
+                                                         double timeout_s) override {
+    check_survivor_arguments(key, members, mine, timeout_s);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken_) std::rethrow_exception(broken_);
+      if (!survivors_waiting_.insert(key).second)
+        fail(COLL_ERR_INVALID_ARG,
+             "rank %d is in survivors' round %llu already (another thread?): one call a key at "
+             "a time",
+             rank_, static_cast<unsigned long long>(key));
+    }
+    // Whatever ends the wait, an answer that comes later is dropped.
+    struct Unwait {
+      CollrunBootstrap& self;
+      uint64_t key;
+      ~Unwait() {
+        std::lock_guard<std::mutex> lock(self.mutex_);
+        self.survivors_waiting_.erase(key);
+        self.survivor_frames_.erase(key);
+      }
+    } unwait{*this, key};
+
+    // collrun answers within timeout_s of the first caller's arrival,
+    // killing who has not joined; the rest is a margin for the reaping and
+    // for a caller that arrives up to timeout_s after the first.
+    const double limit_s = 2 * timeout_s + 5;
+    Deadline deadline(limit_s);
+    const auto timeout_ms = static_cast<uint64_t>(std::ceil(timeout_s * 1000));
+    proto::FrameWriter request(MessageType::kSurvivorRound);
+    request.put_u64(key).put_u64(timeout_ms).put_u32(static_cast<uint32_t>(members.size()));
+    for (int member : members) request.put_u32(static_cast<uint32_t>(member));
+    send(request.put_bytes(mine).finish(), deadline, "survivors' round");
+    std::optional<Frame> frame = await(deadline, [this, key]() -> std::optional<Frame> {
+      auto found = survivor_frames_.find(key);
+      if (found == survivor_frames_.end()) return std::nullopt;
+      Frame frame = std::move(found->second);
+      survivor_frames_.erase(found);
+      return frame;
+    });
+    if (!frame)
+      fail(COLL_ERR_TIMEOUT,
+           "survivors' round %llu (rank %d, %zu members): no answer from collrun within %g s "
+           "(2 x the round's timeout of %g s + 5 s)",
+           static_cast<unsigned long long>(key), rank_, members.size(), limit_s, timeout_s);
+    return take_survivor_result(*frame, key, members, mine);
+  }
+
+ protected:
  private:
   // Asks collrun which ranks have not sent the round, to name them in the
   // error. The round may complete in that moment: then it is a success.
@@ -330,9 +409,8 @@ class CollrunBootstrap final : public Bootstrap {
                                          double timeout_s) {
     std::string waiting_for;
     Deadline grace(1.0);
-    connection_.send_all(proto::FrameWriter(MessageType::kQuery).put_u64(round).finish(), grace,
-                         "query");
-    std::optional<Frame> frame = connection_.receive(grace);
+    send(proto::FrameWriter(MessageType::kQuery).put_u64(round).finish(), grace, "query");
+    std::optional<Frame> frame = await(grace, [this] { return take_round_frame(); });
     if (frame && frame->type == static_cast<uint32_t>(MessageType::kMissing)) {
       proto::PayloadReader reader(frame->payload);
       uint64_t answered_round = 0;
@@ -390,6 +468,151 @@ class CollrunBootstrap final : public Bootstrap {
     return blobs;
   }
 
+  // Arguments a collrun would refuse, refused here with the values.
+  void check_survivor_arguments(uint64_t key, const std::vector<int>& members,
+                                const std::string& mine, double timeout_s) const {
+    const auto round = static_cast<unsigned long long>(key);
+    if (members.empty() || members.size() > static_cast<size_t>(size_))
+      fail(COLL_ERR_INVALID_ARG, "survivors' round %llu: %zu members in a job of %d", round,
+           members.size(), size_);
+    bool self = false;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] < 0 || members[i] >= size_)
+        fail(COLL_ERR_INVALID_ARG, "survivors' round %llu: member %zu is rank %d, not in [0, %d)",
+             round, i, members[i], size_);
+      if (i > 0 && members[i] <= members[i - 1])
+        fail(COLL_ERR_INVALID_ARG,
+             "survivors' round %llu: members must increase strictly, but member %zu is rank %d "
+             "after rank %d",
+             round, i, members[i], members[i - 1]);
+      self = self || members[i] == rank_;
+    }
+    if (!self)
+      fail(COLL_ERR_INVALID_ARG,
+           "survivors' round %llu: rank %d calls it but is not among its %zu "
+           "members",
+           round, rank_, members.size());
+    if (mine.size() > proto::kMaxSurvivorBlobBytes)
+      fail(COLL_ERR_INVALID_ARG, "survivors' round %llu: a blob of %zu bytes, at most %llu", round,
+           mine.size(), static_cast<unsigned long long>(proto::kMaxSurvivorBlobBytes));
+    if (!(timeout_s > 0) || timeout_s * 1000 > double(proto::kMaxSurvivorTimeoutMs))
+      fail(COLL_ERR_INVALID_ARG, "survivors' round %llu: timeout %g s is not in (0, %llu]", round,
+           timeout_s, static_cast<unsigned long long>(proto::kMaxSurvivorTimeoutMs / 1000));
+  }
+
+  std::vector<std::optional<std::string>> take_survivor_result(const Frame& frame, uint64_t key,
+                                                               const std::vector<int>& members,
+                                                               const std::string& mine) {
+    proto::PayloadReader reader(frame.payload);
+    uint64_t answered = 0;
+    uint32_t status = 0, count = 0;
+    std::string_view message;
+    bool ok = reader.get_u64(answered) && answered == key && reader.get_u32(status) &&
+              reader.get_bytes(message, proto::kMaxMessageBytes) && reader.get_u32(count);
+    if (ok && status != COLL_SUCCESS && count == 0 && reader.done())
+      fail(static_cast<int>(status), "collrun: %.*s", static_cast<int>(message.size()),
+           message.data());
+    ok = ok && status == COLL_SUCCESS && count == members.size();
+    std::vector<std::optional<std::string>> blobs;
+    for (uint32_t i = 0; ok && i < count; ++i) {
+      uint32_t present = 0;
+      std::string_view blob;
+      ok = reader.get_u32(present) && present <= 1 &&
+           reader.get_bytes(blob, proto::kMaxSurvivorBlobBytes) && (present || blob.empty());
+      if (ok && present)
+        blobs.emplace_back(std::string(blob));
+      else
+        blobs.emplace_back(std::nullopt);
+    }
+    // This rank sent its blob and is alive: its place holds it.
+    const size_t self =
+        static_cast<size_t>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    if (!ok || !reader.done() || blobs[self] != mine) {
+      try {
+        fail_protocol(frame, ("the answer to survivors' round " + std::to_string(key)).c_str());
+      } catch (const Error&) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        broken_ = std::current_exception();
+        throw;
+      }
+    }
+    return blobs;
+  }
+
+  // Sends a whole frame (frames of several threads never interleave); a
+  // failure breaks the connection for every waiter.
+  void send(const std::string& frame, const Deadline& deadline, const char* what) {
+    try {
+      std::lock_guard<std::mutex> sending(send_mutex_);
+      connection_.send_all(frame, deadline, what);
+    } catch (const Error&) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!broken_) broken_ = std::current_exception();
+      throw;
+    }
+  }
+
+  // The oldest answer to the numbered rounds (under mutex_).
+  std::optional<Frame> take_round_frame() {
+    if (round_frames_.empty()) return std::nullopt;
+    Frame frame = std::move(round_frames_.front());
+    round_frames_.pop_front();
+    return frame;
+  }
+
+  // The first frame `take` finds filed (called under mutex_), reading the
+  // connection while no other thread does; nullopt when the deadline
+  // passes first.
+  template <class Take>
+  std::optional<Frame> await(const Deadline& deadline, Take take) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      if (std::optional<Frame> frame = take()) return frame;
+      if (broken_) std::rethrow_exception(broken_);
+      if (deadline.expired()) return std::nullopt;
+      if (reading_) {
+        arrived_.wait_for(lock, std::chrono::milliseconds(deadline.poll_ms()));
+        continue;
+      }
+      reading_ = true;
+      lock.unlock();
+      std::optional<Frame> frame;
+      std::exception_ptr error;
+      try {
+        frame = connection_.receive(deadline);
+      } catch (const Error&) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      reading_ = false;
+      if (error)
+        broken_ = error;
+      else if (frame)
+        file(std::move(*frame));
+      arrived_.notify_all();
+    }
+  }
+
+  // Puts a frame where its waiter looks (under mutex_). A survivors' answer
+  // nobody waits for any more (its caller timed out) is dropped.
+  void file(Frame frame) {
+    if (frame.type != static_cast<uint32_t>(MessageType::kSurvivorResult)) {
+      round_frames_.push_back(std::move(frame));
+      return;
+    }
+    proto::PayloadReader reader(frame.payload);
+    uint64_t key = 0;
+    if (!reader.get_u64(key)) {
+      try {
+        fail_protocol(frame, "the answer to a survivors' round");
+      } catch (const Error&) {
+        broken_ = std::current_exception();
+      }
+      return;
+    }
+    if (survivors_waiting_.count(key)) survivor_frames_.emplace(key, std::move(frame));
+  }
+
   [[noreturn]] void fail_protocol(const Frame& frame, const char* what) {
     fail(COLL_ERR_INTERNAL,
          "collrun sent a malformed %s frame (%zu bytes) as %s (rank %d, "
@@ -405,6 +628,15 @@ class CollrunBootstrap final : public Bootstrap {
   std::string secret_;  // its bytes
   uint64_t epoch_;
   uint64_t round_ = 0;
+
+  std::mutex send_mutex_;  // one frame on the wire at a time
+  std::mutex mutex_;       // guards what follows
+  std::condition_variable arrived_;
+  bool reading_ = false;                       // a thread reads the connection
+  std::exception_ptr broken_;                  // the connection's failure, for all
+  std::deque<Frame> round_frames_;             // answers to the numbered rounds
+  std::set<uint64_t> survivors_waiting_;       // keys being awaited
+  std::map<uint64_t, Frame> survivor_frames_;  // their answers, by key
 };
 
 }  // namespace

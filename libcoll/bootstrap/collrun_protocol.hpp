@@ -20,6 +20,24 @@
 //                       kFailed    u32 coll status, str message
 //   client -> collrun   kLeaving   (empty)     coll_finalize is done with
 //                                  the bootstrap: this rank finalized
+//   client -> collrun   kSurvivorRound  u64 key, u64 timeout_ms,
+//                                  u32 count, count x u32 member (world
+//                                  ranks, strictly increasing, the sender
+//                                  among them), str blob
+//   collrun -> client   kSurvivorResult u64 key, u32 coll status,
+//                                  str message (empty on success),
+//                                  u32 count (0 on failure), count x
+//                                  (u32 present 0/1, str blob)
+//
+// A survivors' round (Bootstrap::survivor_round, protocol version 4) is
+// an allgather among some members that tolerates their deaths: collrun
+// answers once every member has sent it or is dead (its process ended,
+// its connection closed, it began a new bootstrap, or collrun killed it
+// for not joining within the first caller's timeout), with nothing
+// present in a dead member's place. Rounds are keyed by (epoch, key),
+// apart from the numbered rounds, and several may be open at once, so
+// answers carry their key: a rank may wait in several from several
+// threads.
 //
 // kLeaving tells `collrun --enable-recovery` which ranks finalized: one
 // that exits non-zero after it is a survivor that failed, one that exits
@@ -50,7 +68,7 @@
 
 namespace coll::collrun_protocol {
 
-inline constexpr uint32_t kVersion = 3;  // 3: kLeaving
+inline constexpr uint32_t kVersion = 4;  // 3: kLeaving; 4: kSurvivorRound
 
 // What collrun puts in each rank's environment.
 inline constexpr const char* kEnvAddress = "COLL_BOOTSTRAP";  // "host:port"
@@ -77,6 +95,8 @@ enum class MessageType : uint32_t {
   kFailed = 8,
   kChallenge = 9,
   kLeaving = 10,
+  kSurvivorRound = 11,
+  kSurvivorResult = 12,
 };
 
 inline constexpr size_t kHeaderBytes = 12;
@@ -86,6 +106,12 @@ inline constexpr uint64_t kMaxBlobBytes = uint64_t{256} << 20;
 inline constexpr uint64_t kMaxJobIdBytes = 256;
 inline constexpr uint64_t kMaxMessageBytes = 4096;  // reasons, messages
 inline constexpr uint32_t kMaxRanks = 1u << 20;
+// One member's blob in a survivors' round: what a communicator's recovery
+// agrees on (a few words, a bit set of ranks) is small, and every rank's
+// answer holds every member's.
+inline constexpr uint64_t kMaxSurvivorBlobBytes = uint64_t{64} << 10;
+// A survivors' round's timeout as it travels (ms): at most a day.
+inline constexpr uint64_t kMaxSurvivorTimeoutMs = uint64_t{24} * 3600 * 1000;
 
 inline const char* message_type_name(uint32_t type) {
   switch (static_cast<MessageType>(type)) {
@@ -109,6 +135,10 @@ inline const char* message_type_name(uint32_t type) {
       return "challenge";
     case MessageType::kLeaving:
       return "leaving";
+    case MessageType::kSurvivorRound:
+      return "survivors' round";
+    case MessageType::kSurvivorResult:
+      return "survivors' result";
   }
   return "unknown";
 }
@@ -181,6 +211,11 @@ inline uint64_t max_payload_bytes(uint32_t type, uint32_t world_size) {
       return 4 + 8 + kMaxMessageBytes;
     case MessageType::kLeaving:
       return 0;
+    case MessageType::kSurvivorRound:
+      return 8 + 8 + 4 + uint64_t{world_size} * 4 + 8 + kMaxSurvivorBlobBytes;
+    case MessageType::kSurvivorResult:
+      return 8 + 4 + 8 + kMaxMessageBytes + 4 +
+             uint64_t{world_size} * (4 + 8 + kMaxSurvivorBlobBytes);
   }
   return 0;
 }

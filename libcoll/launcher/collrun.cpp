@@ -236,6 +236,7 @@ class Job {
         output_(options_.tag_output),
         ranks_(static_cast<size_t>(plan_.num_ranks)) {
     if (options_.enable_recovery) server_.enable_recovery();
+    server_.set_rank_killer([this](int rank) { kill_silent_rank(rank); });
   }
 
   ~Job() {
@@ -531,6 +532,8 @@ class Job {
     if (blame_deadline_) next = std::min(next, *blame_deadline_);
     if (kill_deadline_) next = std::min(next, *kill_deadline_);
     if (give_up_deadline_) next = std::min(next, *give_up_deadline_);
+    // A survivors' round whose silent members are killed then.
+    if (auto round = server_.next_deadline()) next = std::min(next, *round);
     auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
     return static_cast<int>(std::max<long long>(left.count(), 0));
   }
@@ -698,6 +701,20 @@ class Job {
     // Remote ranks end also where the agent passes no signal on (ssh).
     for (Rank& r : ranks_) r.lifeline.reset();
     kill_deadline_ = Clock::now() + kKillGrace;
+  }
+
+  // A rank that did not join a survivors' round in time (the rendezvous
+  // has said so and counts it dead): SIGKILL, which also ends a stopped
+  // rank; a remote rank ends when its lifeline closes. Its end is then
+  // reaped as any other: without --enable-recovery it ends the job.
+  void kill_silent_rank(int rank) {
+    Rank& r = ranks_[size_t(rank)];
+    if (!r.running) return;
+    if (r.remote) {
+      r.lifeline.reset();
+      return;
+    }
+    if (::kill(-r.pid, SIGKILL) != 0) ::kill(r.pid, SIGKILL);
   }
 
   // Each rank leads its own process group: signal the group, so that what

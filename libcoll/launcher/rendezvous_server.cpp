@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <string_view>
 #include <system_error>
 
 #include <coll/coll.h>
@@ -160,6 +161,7 @@ void RendezvousServer::shut_down() {
   connections_.clear();
   polled_.clear();
   rounds_.clear();
+  survivor_rounds_.clear();
   for (RankState& rank : ranks_) rank.connection = nullptr;
 }
 
@@ -223,7 +225,8 @@ void RendezvousServer::read_from(Connection& connection) {
     bool from_client = header.type == static_cast<uint32_t>(MessageType::kHello) ||
                        header.type == static_cast<uint32_t>(MessageType::kRound) ||
                        header.type == static_cast<uint32_t>(MessageType::kQuery) ||
-                       header.type == static_cast<uint32_t>(MessageType::kLeaving);
+                       header.type == static_cast<uint32_t>(MessageType::kLeaving) ||
+                       header.type == static_cast<uint32_t>(MessageType::kSurvivorRound);
     // Before its hello is accepted a connection may send a hello and
     // nothing else: nothing larger than a hello is buffered before trust.
     if (connection.rank < 0) from_client = header.type == static_cast<uint32_t>(MessageType::kHello);
@@ -298,6 +301,8 @@ bool RendezvousServer::handle_frame(Connection& connection, uint32_t type,
       return handle_query(connection, payload);
     case MessageType::kLeaving:
       return handle_leaving(connection, payload);
+    case MessageType::kSurvivorRound:
+      return handle_survivor_round(connection, payload);
     default:
       break;
   }
@@ -451,6 +456,170 @@ bool RendezvousServer::handle_leaving(Connection& connection, const std::string&
   return true;
 }
 
+bool RendezvousServer::handle_survivor_round(Connection& connection, const std::string& payload) {
+  if (connection.rank < 0) {
+    protocol_error(connection, "a survivors' round before its hello");
+    return false;
+  }
+  proto::PayloadReader reader(payload);
+  uint64_t key = 0, timeout_ms = 0;
+  uint32_t count = 0;
+  bool ok = reader.get_u64(key) && reader.get_u64(timeout_ms) && timeout_ms > 0 &&
+            timeout_ms <= proto::kMaxSurvivorTimeoutMs && reader.get_u32(count) && count > 0 &&
+            count <= static_cast<uint32_t>(world_size_);
+  std::vector<int> members;
+  for (uint32_t i = 0; ok && i < count; ++i) {
+    uint32_t member = 0;
+    ok = reader.get_u32(member) && member < static_cast<uint32_t>(world_size_) &&
+         (members.empty() || static_cast<int>(member) > members.back());
+    members.push_back(static_cast<int>(member));
+  }
+  std::string_view blob;
+  if (!ok || !reader.get_bytes(blob, proto::kMaxSurvivorBlobBytes) || !reader.done()) {
+    protocol_error(connection, "a malformed survivors' round");
+    return false;
+  }
+  const int rank = connection.rank;
+  const RankState& state = ranks_[static_cast<size_t>(rank)];
+  // Counted dead already (killed for its silence): what it sends now comes
+  // too late to change an answer that was decided without it.
+  if (state.killed || state.connection != &connection) return true;
+  const std::string name = "survivors' round " + std::to_string(key);
+  if (std::find(members.begin(), members.end(), rank) == members.end()) {
+    send_survivor_failure(connection, key, COLL_ERR_INVALID_ARG,
+                          rank_name(rank) + " sent " + name + " but is not among the " +
+                              std::to_string(members.size()) + " members it names");
+    return !connection.dead;
+  }
+  const SurvivorKey id(connection.epoch, key);
+  auto [it, created] = survivor_rounds_.try_emplace(id);
+  SurvivorRound& round = it->second;
+  if (created) {
+    round.members = members;
+    round.first_caller = rank;
+    round.blobs.resize(members.size());
+    round.timeout_s = static_cast<double>(timeout_ms) / 1000;
+    round.deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  }
+  if (round.failure) {
+    send_survivor_failure(connection, key, COLL_ERR_INVALID_ARG, *round.failure);
+    return !connection.dead;
+  }
+  const auto place = std::find(round.members.begin(), round.members.end(), rank);
+  if (place == round.members.end()) {
+    send_survivor_failure(connection, key, COLL_ERR_INVALID_ARG,
+                          rank_name(rank) + " sent " + name + " but is not among its " +
+                              std::to_string(round.members.size()) + " members (rank " +
+                              std::to_string(round.first_caller) + "'s list; this rank's has " +
+                              std::to_string(members.size()) + ")");
+    return !connection.dead;
+  }
+  if (members != round.members) {
+    // Where the lists part: the first place they differ, or where the
+    // shorter one ends.
+    size_t at = 0;
+    while (at < members.size() && at < round.members.size() && members[at] == round.members[at])
+      ++at;
+    auto at_place = [at](const std::vector<int>& list) {
+      return at < list.size() ? "rank " + std::to_string(list[at]) : std::string("its end");
+    };
+    round.failure = name + ": rank " + std::to_string(round.first_caller) + " named " +
+                    std::to_string(round.members.size()) + " members, rank " +
+                    std::to_string(rank) + " named " + std::to_string(members.size()) +
+                    "; at place " + std::to_string(at) + " the first has " +
+                    at_place(round.members) + ", the second " + at_place(members) +
+                    " (every member must pass the same members)";
+    std::fprintf(stderr, "collrun: %s; failing it for every caller\n", round.failure->c_str());
+    for (size_t i = 0; i < round.members.size(); ++i) {
+      Connection* asked = ranks_[static_cast<size_t>(round.members[i])].connection;
+      if (round.blobs[i] && asked && asked->epoch == id.first)
+        send_survivor_failure(*asked, key, COLL_ERR_INVALID_ARG, *round.failure);
+    }
+    round.blobs.clear();
+    send_survivor_failure(connection, key, COLL_ERR_INVALID_ARG, *round.failure);
+    return !connection.dead;
+  }
+  std::optional<std::string>& mine =
+      round.blobs[static_cast<size_t>(place - round.members.begin())];
+  if (mine) {
+    send_survivor_failure(connection, key, COLL_ERR_INVALID_ARG,
+                          rank_name(rank) + " sent " + name + " twice");
+    return !connection.dead;
+  }
+  mine = std::string(blob);
+  return true;
+}
+
+void RendezvousServer::send_survivor_failure(Connection& connection, uint64_t key, int status,
+                                             const std::string& message) {
+  send(connection, shared_frame(proto::FrameWriter(MessageType::kSurvivorResult)
+                                    .put_u64(key)
+                                    .put_u32(static_cast<uint32_t>(status))
+                                    .put_bytes(message.substr(0, proto::kMaxMessageBytes))
+                                    .put_u32(0)
+                                    .finish()));
+}
+
+std::optional<std::chrono::steady_clock::time_point> RendezvousServer::next_deadline() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [key, round] : survivor_rounds_)
+    if (!round.failure && (!next || round.deadline < *next)) next = round.deadline;
+  return next;
+}
+
+void RendezvousServer::settle_survivor_rounds() {
+  const auto now = Clock::now();
+  for (auto it = survivor_rounds_.begin(); it != survivor_rounds_.end();) {
+    SurvivorRound& round = it->second;
+    if (round.failure) {
+      ++it;
+      continue;
+    }
+    const std::string name = "survivors' round " + std::to_string(it->first.second);
+    std::vector<int> silent;  // alive, and not in it
+    for (size_t i = 0; i < round.members.size(); ++i)
+      if (!round.blobs[i] && !why_never(round.members[i], it->first.first, name))
+        silent.push_back(round.members[i]);
+    if (!silent.empty() && now < round.deadline) {
+      ++it;
+      continue;
+    }
+    // A silent member is a failed one: killed, and dead from now on for
+    // every round, so that the answer cannot change when its blob comes
+    // late.
+    for (int rank : silent) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", round.timeout_s);
+      std::fprintf(stderr,
+                   "collrun: rank %d did not join the survivors' round in %s s; killed (a silent "
+                   "rank counts as failed)\n",
+                   rank, seconds);
+      ranks_[static_cast<size_t>(rank)].killed =
+          std::string("was killed for not joining ") + name + " within " + seconds + " s";
+      if (killer_) killer_(rank);
+    }
+    complete_survivor_round(it->first, round);
+    it = survivor_rounds_.erase(it);
+  }
+}
+
+void RendezvousServer::complete_survivor_round(const SurvivorKey& key, const SurvivorRound& round) {
+  proto::FrameWriter result(MessageType::kSurvivorResult);
+  result.put_u64(key.second)
+      .put_u32(COLL_SUCCESS)
+      .put_bytes("")
+      .put_u32(static_cast<uint32_t>(round.members.size()));
+  for (const std::optional<std::string>& blob : round.blobs)
+    result.put_u32(blob ? 1 : 0).put_bytes(blob.value_or(""));
+  auto frame = shared_frame(result.finish());
+  // Those that asked and can still hear it; a member that sent its blob
+  // and died since is present in the answer all the same.
+  for (size_t i = 0; i < round.members.size(); ++i) {
+    Connection* connection = ranks_[static_cast<size_t>(round.members[i])].connection;
+    if (round.blobs[i] && connection && connection->epoch == key.first) send(*connection, frame);
+  }
+}
+
 void RendezvousServer::refuse(Connection& connection, bool stranger, const std::string& reason) {
   const std::string line = "refused a bootstrap connection: " + reason;
   if (stranger)
@@ -503,15 +672,20 @@ void RendezvousServer::flush_strangers() {
 }
 
 std::optional<std::string> RendezvousServer::why_never(int rank, const RoundKey& key) const {
+  return why_never(rank, key.first, round_name(key.second));
+}
+
+std::optional<std::string> RendezvousServer::why_never(int rank, uint64_t epoch,
+                                                       const std::string& round) const {
   const RankState& state = ranks_[static_cast<size_t>(rank)];
-  const std::string round = round_name(key.second);
   if (state.exited) return rank_name(rank) + " " + *state.exited + " without sending " + round;
-  if (state.epoch > static_cast<int64_t>(key.first))
+  if (state.killed) return rank_name(rank) + " " + *state.killed + " without sending " + round;
+  if (state.epoch > static_cast<int64_t>(epoch))
     return rank_name(rank) +
            " started a new bootstrap (init again?) without "
            "sending " +
            round + " of the previous one";
-  if (state.epoch == static_cast<int64_t>(key.first) && state.epoch_closed)
+  if (state.epoch == static_cast<int64_t>(epoch) && state.epoch_closed)
     return rank_name(rank) +
            " closed its bootstrap connection without "
            "sending " +
@@ -520,6 +694,7 @@ std::optional<std::string> RendezvousServer::why_never(int rank, const RoundKey&
 }
 
 void RendezvousServer::settle_rounds() {
+  settle_survivor_rounds();
   for (auto it = rounds_.begin(); it != rounds_.end();) {
     PendingRound& round = it->second;
     if (round.received == world_size_) {
