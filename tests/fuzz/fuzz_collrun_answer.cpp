@@ -4,8 +4,10 @@
 // before the fuzzed bytes: even, nothing (the bytes are the challenge and
 // whatever follows); odd, a good challenge and, after the rank's hello, a
 // good welcome, so that the bytes are the answers to the rank's first
-// bootstrap round. Every input ends in a bootstrap or a coll::Error, never a
-// crash or a hang.
+// bootstrap round. With bit 1 of that byte set the rank's first round is a
+// survivors' round (key 7, ranks 0 and 1) instead of an allgather, so that
+// the bytes are its answers. Every input ends in a bootstrap or a
+// coll::Error, never a crash or a hang.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -88,6 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const int l = listener();
   const bool welcomed = data[0] & 1;
+  const bool survivors = data[0] & 2;
   const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
   std::thread collrun([&] {
     pollfd p{l, POLLIN, 0};
@@ -120,7 +123,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   try {
     auto bootstrap = coll::make_collrun_bootstrap(2.0);
-    (void)bootstrap->allgather("blob", 2.0);
+    if (survivors)
+      (void)bootstrap->survivor_round(7, {0, 1}, "blob", 0.5);
+    else
+      (void)bootstrap->allgather("blob", 2.0);
   } catch (const coll::Error&) {
   }
   collrun.join();
