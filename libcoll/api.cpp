@@ -1049,6 +1049,7 @@ const char* coll_strerror(int status) {
     case COLL_ERR_NO_RESOURCES: return "COLL_ERR_NO_RESOURCES: out of resources";
     case COLL_ERR_TRANSPORT: return "COLL_ERR_TRANSPORT: transport error";
     case COLL_ERR_INTERNAL: return "COLL_ERR_INTERNAL: internal error";
+    case COLL_ERR_REVOKED: return "COLL_ERR_REVOKED: the communicator was revoked";
     default: return "unknown libcoll status code";
   }
 }
@@ -1101,6 +1102,83 @@ int coll_comm_set_reproducible(coll_comm_t comm, coll_reproducible_t level) {
                  "a level out of range (this rank: %d); the level is unchanged",
                  wanted);
     c.set_reproducible(wanted);
+  });
+}
+
+// Fault recovery (Communicator::revoke ... shrink; docs/architecture.md,
+// "Fault recovery"). Each takes the communicator as a call on it does
+// (EntryGuard; the progress lock where threads meet), and works on a
+// revoked or failed one.
+}  // extern "C"
+
+namespace {
+
+template <class Body>
+int on_recovery(coll_comm_t comm, Body body) {
+  return on_comm(comm, [&](CommEntry& e, coll::Communicator& c) {
+    EntryGuard guard(c);
+    std::unique_lock<std::mutex> l(c.progress_mutex(), std::defer_lock);
+    if (c.context().locking()) l.lock();
+    body(e, c);
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int coll_comm_revoke(coll_comm_t comm) {
+  return on_recovery(comm, [&](CommEntry&, coll::Communicator& c) {
+    int rank = c.rank();
+    c.revoke(coll::strfmt("rank %d revoked the communicator (coll_comm_revoke)", rank));
+  });
+}
+
+int coll_comm_is_revoked(coll_comm_t comm, int* flag) {
+  return on_recovery(comm, [&](CommEntry&, coll::Communicator& c) {
+    if (!flag) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_is_revoked: NULL flag");
+    *flag = c.check_revoked();
+  });
+}
+
+int coll_comm_get_failed(coll_comm_t comm, int capacity, int ranks[], int* count) {
+  return on_recovery(comm, [&](CommEntry&, coll::Communicator& c) {
+    if (!count) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_get_failed: NULL count");
+    if (capacity < 0)
+      coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_get_failed: capacity %d (>= 0)", capacity);
+    if (capacity > 0 && !ranks)
+      coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_get_failed: NULL ranks with capacity %d",
+                 capacity);
+    std::vector<int> failed = c.refresh_failed();
+    std::sort(failed.begin(), failed.end());
+    for (size_t i = 0; i < failed.size() && i < size_t(capacity); ++i) ranks[i] = failed[i];
+    *count = int(failed.size());
+  });
+}
+
+int coll_comm_ack_failed(coll_comm_t comm, int num_to_ack, int* num_acked) {
+  return on_recovery(comm, [&](CommEntry&, coll::Communicator& c) {
+    if (!num_acked) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_ack_failed: NULL num_acked");
+    if (num_to_ack < 0)
+      coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_ack_failed: num_to_ack %d (>= 0)", num_to_ack);
+    *num_acked = int(c.ack_failed(size_t(num_to_ack)));
+  });
+}
+
+int coll_comm_agree(coll_comm_t comm, int* flag) {
+  return on_recovery(comm, [&](CommEntry&, coll::Communicator& c) {
+    if (!flag) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_agree: NULL flag");
+    c.agree(flag);
+  });
+}
+
+int coll_comm_shrink(coll_comm_t comm, coll_comm_t* newcomm) {
+  return on_recovery(comm, [&](CommEntry&, coll::Communicator& c) {
+    if (!newcomm) coll::fail(COLL_ERR_INVALID_ARG, "coll_comm_shrink: NULL newcomm");
+    *newcomm = COLL_COMM_NULL;
+    auto entry = std::make_unique<CommEntry>();
+    entry->impl = c.context().adopt(c.shrink());
+    *newcomm = reinterpret_cast<coll_comm_t>(g_comms.add(std::move(entry)));
   });
 }
 

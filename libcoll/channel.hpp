@@ -348,6 +348,13 @@ class Channel {
   void notify_refused(uint64_t seq, int status);
   // The status with which peer refused its call number seq, 0 if it did
   // not (or told something else since: a failure, its finalize).
+  // The first peer whose notice is a failure with status (kFailedBit |
+  // status: coll_comm_revoke's COLL_ERR_REVOKED), or -1.
+  int peer_failed_with(int status) const {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && peer_failed(p) == status) return p;
+    return -1;
+  }
   int peer_refused(int peer, uint64_t seq) const {
     const uint64_t v = notice(peer);
     if (!(v & kRefusedBit) || (v >> kSeqShift) != (seq & kSeqMask)) return 0;

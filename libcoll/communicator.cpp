@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -656,11 +657,21 @@ uint64_t group_signature(const std::vector<int>& members) {
   return h;
 }
 
+// A child's key (Communicator::key) from its parent's and what tells the
+// children of one parent apart (splitmix64's finalizer over both).
+uint64_t derive_key(uint64_t parent, uint64_t what) {
+  uint64_t z = parent * 0x9e3779b97f4a7c15ull + what + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
 
 Task Communicator::split_body(Channel& ch, int color, int key,
                               std::unique_ptr<Communicator>* out) {
   const int n = ch.size();
+  const uint64_t seq = head_ ? head_->seq : calls_;  // this creation's number on the parent
   // Colors and keys, then windows: two allgathers over the parent. Every
   // rank takes part in both, COLL_UNDEFINED ones too (they send an empty
   // window). Bruck's: the blocks are a few bytes, and its ceil(log2 n)
@@ -701,6 +712,9 @@ Task Communicator::split_body(Channel& ch, int color, int key,
   std::vector<Published> windows;
   for (int r : members) windows.push_back(all[size_t(r)]);
   *out = assemble(ctx_, ch, members, w, windows);
+  // The call's number tells apart the children of successive calls, the
+  // color those of one split.
+  (*out)->key_ = derive_key(derive_key(key_, seq), uint64_t(uint32_t(color)));
 }
 
 Task Communicator::create_group_body(Channel& ch, std::vector<int> members, int tag,
@@ -761,6 +775,11 @@ Task Communicator::create_group_body(Channel& ch, std::vector<int> members, int 
   std::vector<Published> windows;
   for (int r : members) windows.push_back(all[place(r)].window);
   *out = assemble(ctx_, ch, members, w, windows);
+  // Not numbered among the parent's calls: the group, the tag and the
+  // parent's count of calls tell it apart (the same group and tag made
+  // twice with no parent call between would share a key).
+  (*out)->key_ = derive_key(derive_key(derive_key(key_, signature), uint64_t(uint32_t(tag))),
+                            calls_ | (uint64_t(1) << 63));
 }
 
 void Communicator::build_hierarchy() {
@@ -807,6 +826,215 @@ void Communicator::build_hierarchy() {
   channel_->set_hierarchy(&hierarchy_);
   for (Coll c : {Coll::kAllreduce, Coll::kBcast, Coll::kReduce, Coll::kBarrier})
     hierarchical_[int(c)] = &find_algorithm(c, "hierarchical");
+}
+
+// --- fault recovery -------------------------------------------------------
+
+void Communicator::revoke(const std::string& why) {
+  if (revoked_.exchange(true, std::memory_order_acq_rel)) return;
+  // Overrides an earlier failure (PEER_LOST, typically: the failure that
+  // made the application revoke): from now on every call says REVOKED.
+  failed_message_ = why;
+  failed_status_.store(COLL_ERR_REVOKED, std::memory_order_release);
+  if (size() > 1) channel_->notify_failed(COLL_ERR_REVOKED);
+  while (Operation* op = head_) {
+    head_ = op->next;
+    end_activation(*op, COLL_ERR_REVOKED, why);
+  }
+  tail_ = nullptr;
+  channel_->use_pins(nullptr);
+}
+
+bool Communicator::check_revoked() {
+  if (revoked()) return true;
+  if (size() > 1)
+    if (const int p = channel_->peer_failed_with(COLL_ERR_REVOKED); p >= 0)
+      revoke(strfmt("rank %d: the communicator was revoked (rank %d's coll_comm_revoke, or a "
+                    "member that learned it from another)",
+                    rank(), p));
+  return revoked();
+}
+
+const std::vector<int>& Communicator::refresh_failed() {
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank() || std::find(failed_.begin(), failed_.end(), r) != failed_.end()) continue;
+    const int world = channel_->transport_rank(r);
+    bool dead = ctx_.known_dead(world);
+    if (!dead) {
+      try {
+        ctx_.transport().check_peer(world);
+      } catch (const Error& e) {
+        dead = e.status() == COLL_ERR_PEER_LOST;
+      }
+    }
+    if (dead) failed_.push_back(r);
+  }
+  return failed_;
+}
+
+size_t Communicator::ack_failed(size_t n) {
+  acked_ = std::max(acked_, std::min(n, refresh_failed().size()));
+  return acked_;
+}
+
+namespace {
+
+// The members' world ranks, increasing (a survivor round's member list),
+// and for each its rank in the communicator.
+struct RoundMembers {
+  std::vector<int> world;
+  std::vector<int> rank;
+};
+
+RoundMembers round_members(const Channel& ch, const std::vector<int>& ranks) {
+  std::vector<std::pair<int, int>> by_world;
+  for (int r : ranks) by_world.emplace_back(ch.transport_rank(r), r);
+  std::sort(by_world.begin(), by_world.end());
+  RoundMembers m;
+  for (auto [w, r] : by_world) {
+    m.world.push_back(w);
+    m.rank.push_back(r);
+  }
+  return m;
+}
+
+}  // namespace
+
+void Communicator::agree(int* flag) {
+  // One survivor round: each member's flag and the failures it has
+  // acknowledged. The launcher decides who took part, and every survivor
+  // gets the same answer, so the AND and the verdict on acknowledgements
+  // below come out alike everywhere.
+  std::vector<int> all(static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) all[size_t(r)] = r;
+  const RoundMembers m = round_members(*channel_, all);
+  refresh_failed();
+  std::string mine(sizeof(int32_t), '\0');
+  const int32_t f = *flag;
+  std::memcpy(mine.data(), &f, sizeof f);
+  for (size_t i = 0; i < acked_; ++i) {
+    const int32_t r = failed_[i];
+    mine.append(reinterpret_cast<const char*>(&r), sizeof r);
+  }
+  const uint64_t key = derive_key(derive_key(key_, 0x4147524545ull), agreements_++);
+  auto got = ctx_.bootstrap().survivor_round(key, m.world, mine, ctx_.config().timeout_s);
+  if (got.size() != m.world.size())
+    coll::fail(COLL_ERR_INTERNAL, "coll_comm_agree: %zu answers for %zu members", got.size(),
+         m.world.size());
+  int32_t result = ~int32_t(0);
+  std::vector<int> dead;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!got[i]) {
+      dead.push_back(m.rank[i]);
+      ctx_.note_dead(m.world[i]);
+      continue;
+    }
+    if (got[i]->size() < sizeof(int32_t) || (got[i]->size() - sizeof(int32_t)) % sizeof(int32_t))
+      coll::fail(COLL_ERR_INTERNAL, "coll_comm_agree: a member's part of %zu bytes", got[i]->size());
+    int32_t v;
+    std::memcpy(&v, got[i]->data(), sizeof v);
+    result &= v;
+  }
+  refresh_failed();
+  *flag = int(result);
+  // Uniform: a failure found by the round that some survivor has not
+  // acknowledged is every survivor's PEER_LOST.
+  for (int d : dead)
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!got[i]) continue;
+      bool acked = false;
+      for (size_t at = sizeof(int32_t); at < got[i]->size(); at += sizeof(int32_t)) {
+        int32_t r;
+        std::memcpy(&r, got[i]->data() + at, sizeof r);
+        acked = acked || r == d;
+      }
+      if (!acked)
+        coll::fail(COLL_ERR_PEER_LOST,
+             "coll_comm_agree: rank %d has failed and rank %d has not acknowledged it "
+             "(coll_comm_ack_failed); the flag is agreed (%d)",
+             d, m.rank[i], int(result));
+    }
+}
+
+std::unique_ptr<Communicator> Communicator::shrink() {
+  // Two survivor rounds: who is alive (the launcher's verdict, the same for
+  // every survivor), then the survivors' new windows. A member that dies
+  // between the two is missing from the second: the windows were sized for
+  // a group that no longer exists, so the survivors drop them and go again
+  // with the smaller group (every survivor sees the same answer, so they
+  // all go again).
+  std::vector<int> alive(static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) alive[size_t(r)] = r;
+  const uint64_t base = derive_key(derive_key(key_, 0x5348524e4bull), shrinks_++);
+  const double timeout = ctx_.config().timeout_s;
+  for (uint64_t attempt = 0;; ++attempt) {
+    RoundMembers m = round_members(*channel_, alive);
+    auto who = ctx_.bootstrap().survivor_round(derive_key(base, 2 * attempt), m.world,
+                                               std::string(), timeout);
+    alive.clear();
+    for (size_t i = 0; i < who.size(); ++i) {
+      if (who[i])
+        alive.push_back(m.rank[i]);
+      else
+        ctx_.note_dead(m.world[i]);
+    }
+    std::sort(alive.begin(), alive.end());  // the new order is the old one
+    m = round_members(*channel_, alive);
+    Window w = make_window(ctx_, int(alive.size()));
+    const Published pub = publish(w);
+    std::vector<std::optional<std::string>> windows;
+    try {
+      windows = ctx_.bootstrap().survivor_round(
+          derive_key(base, 2 * attempt + 1), m.world,
+          std::string(reinterpret_cast<const char*>(&pub), sizeof pub), timeout);
+    } catch (...) {
+      drop_window(ctx_, w);
+      throw;
+    }
+    bool complete = true;
+    for (size_t i = 0; i < windows.size(); ++i) {
+      if (!windows[i]) {
+        complete = false;
+        ctx_.note_dead(m.world[i]);
+      } else if (windows[i]->size() != sizeof(Published)) {
+        drop_window(ctx_, w);
+        coll::fail(COLL_ERR_INTERNAL, "coll_comm_shrink: a window of %zu bytes", windows[i]->size());
+      }
+    }
+    if (!complete) {
+      drop_window(ctx_, w);
+      std::vector<int> still;
+      for (size_t i = 0; i < windows.size(); ++i)
+        if (windows[i]) still.push_back(m.rank[i]);
+      alive = still;
+      std::sort(alive.begin(), alive.end());
+      continue;
+    }
+    std::vector<int> group;
+    std::vector<RemoteRegion> peers;
+    int new_rank = -1;
+    for (size_t k = 0; k < alive.size(); ++k) {
+      const int r = alive[k];
+      if (r == rank()) new_rank = int(k);
+      const int world = channel_->transport_rank(r);
+      group.push_back(world);
+      // m.world is increasing, alive in communicator order: find r's place.
+      const size_t i = size_t(std::find(m.world.begin(), m.world.end(), world) - m.world.begin());
+      Published p;
+      std::memcpy(&p, windows[i]->data(), sizeof p);
+      RemoteRegion rr;
+      rr.addr = p.addr;
+      rr.length = p.length;
+      rr.rkey = uint32_t(p.rkey);
+      peers.push_back(rr);
+    }
+    refresh_failed();
+    auto made = std::make_unique<Communicator>(ctx_, ctx_.next_comm_id(), std::move(group),
+                                               new_rank, w.layout, w.memory, w.mr,
+                                               std::move(peers));
+    made->key_ = derive_key(base, ~uint64_t(0));
+    return made;
+  }
 }
 
 }  // namespace coll

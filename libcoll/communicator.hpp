@@ -186,6 +186,39 @@ class Communicator {
   // barrier. Collective over this communicator, right after it is made.
   void build_hierarchy();
 
+  // --- fault recovery (coll_comm_revoke ... coll_comm_ack_failed; the
+  // section "Fault recovery" of docs/architecture.md) ---------------------
+  // A name every member gives this communicator (its id is this process's
+  // own): the world's is 1, a dup's or split's is derived from the
+  // parent's, the call's number and the color, a shrink's from the
+  // parent's and the shrink's number. The key of the launcher's survivor
+  // rounds (Bootstrap::survivor_round).
+  uint64_t key() const { return key_; }
+  void set_key(uint64_t key) { key_ = key; }
+  // Revokes: every queued and later operation fails with COLL_ERR_REVOKED
+  // (it overrides an earlier failure), and every member is told through
+  // the failure notice (Channel::notify_failed), which a member's waits
+  // read every ~10 ms (Context::check_stalled). why: the message.
+  void revoke(const std::string& why);
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+  // Reads the members' notices: revoked by one of them (revokes here too).
+  bool check_revoked();
+  // The members known failed here, in the order learned: the transport's
+  // verdict on each member (Transport::check_peer), and what the survivor
+  // rounds of shrink and agree found (Context::known_dead).
+  const std::vector<int>& refresh_failed();
+  // coll_comm_ack_failed: acknowledges the first n of refresh_failed()'s
+  // list (never fewer than before); returns how many are acknowledged.
+  size_t ack_failed(size_t n);
+  size_t acked() const { return acked_; }
+  // coll_comm_agree and coll_comm_shrink, through the launcher's survivor
+  // rounds (they work on a revoked or failed communicator: nothing goes
+  // through its channel). agree: *flag = the AND of the flags of the
+  // members that took part; throws COLL_ERR_PEER_LOST (after *flag is set)
+  // when some failed member is not acknowledged at some survivor.
+  void agree(int* flag);
+  std::unique_ptr<Communicator> shrink();
+
   std::mutex& progress_mutex() { return progress_mutex_; }
   // Set while a thread is inside a call on this communicator: a second
   // thread entering at the same time is erroneous (MPI) and detected.
@@ -298,6 +331,12 @@ class Communicator {
   // non-zero status (acquire) may read the message.
   std::atomic<int> failed_status_{0};
   std::string failed_message_;
+  // Fault recovery (see key(), revoke(), refresh_failed()).
+  uint64_t key_ = 1;
+  std::atomic<bool> revoked_{false};
+  std::vector<int> failed_;  // members known failed, in the order learned
+  size_t acked_ = 0;
+  uint64_t agreements_ = 0, shrinks_ = 0;  // calls made: part of their rounds' keys
   std::mutex progress_mutex_;
   std::mutex create_mutex_;
   std::atomic<bool> in_use_{false};

@@ -426,6 +426,16 @@ void Context::finalize() noexcept {
   boot_->leave();
 }
 
+void Context::note_dead(int world_rank) {
+  std::lock_guard<std::mutex> l(dead_mutex_);
+  if (std::find(dead_.begin(), dead_.end(), world_rank) == dead_.end()) dead_.push_back(world_rank);
+}
+
+bool Context::known_dead(int world_rank) const {
+  std::lock_guard<std::mutex> l(dead_mutex_);
+  return std::find(dead_.begin(), dead_.end(), world_rank) != dead_.end();
+}
+
 Communicator* Context::adopt(std::unique_ptr<Communicator> comm) {
   std::lock_guard<std::mutex> l(pending_mutex_);
   comms_.push_back(std::move(comm));
@@ -595,6 +605,13 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
     if (peer >= 0) transport_->check_peer(ch.transport_rank(peer));
     // A peer whose part of this communicator failed (Channel::notify_failed)
     // will not write what we wait for: fail alike, with its status.
+    // A revocation (coll_comm_revoke) reaches every member, also one that
+    // waits on another: every notice is read, and the communicator is
+    // revoked here too (which tells this rank's peers in turn).
+    if (comm.check_revoked())
+      fail(COLL_ERR_REVOKED, "rank %d: the communicator was revoked while this rank waited in %s%s",
+           comm.rank(), comm.head() && comm.head()->info ? "coll_" : "",
+           comm.head() ? comm.head()->collective : "a call");
     if (peer >= 0 && b->from_peer)
       if (const int status = ch.peer_failed(peer))
         fail(status,

@@ -77,6 +77,11 @@ class Context {
   // per-host sub-communicators' included.
   size_t windows() const;
 
+  // World ranks found dead by a survivor round (Communicator::agree,
+  // shrink): every communicator that holds them counts them failed.
+  void note_dead(int world_rank);
+  bool known_dead(int world_rank) const;
+
   // --- the progress engine -------------------------------------------------
   // Waits until op's activation is complete (advancing everything else
   // meanwhile). Every wait ends: at COLL_TIMEOUT without progress, when the
@@ -125,6 +130,8 @@ class Context {
   std::mutex pending_mutex_;
   std::atomic<size_t> pending_count_{0};
   std::atomic<uint64_t> next_id_{1};
+  std::vector<int> dead_;  // note_dead's, under dead_mutex_
+  mutable std::mutex dead_mutex_;
   std::thread progress_thread_;
   std::atomic<bool> stop_progress_{false};
 };

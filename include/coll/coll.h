@@ -29,7 +29,8 @@ enum {
   COLL_ERR_PEER_LOST = 4,       /* a peer process died or closed its connection */
   COLL_ERR_NO_RESOURCES = 5,    /* memory, locked memory, shared memory, ... */
   COLL_ERR_TRANSPORT = 6,       /* the transport reported an error */
-  COLL_ERR_INTERNAL = 7         /* a bug in libcoll: please report it */
+  COLL_ERR_INTERNAL = 7,        /* a bug in libcoll: please report it */
+  COLL_ERR_REVOKED = 8          /* the communicator was revoked: only the calls below and coll_comm_free work on it */
 };
 
 /* In C++ the two enumerations below have int as their underlying type
@@ -483,6 +484,52 @@ typedef enum COLL_ENUM_INT {
  * everywhere. A new communicator (dup, split, create_group) starts at
  * COLL_REPRODUCIBLE's level. */
 int coll_comm_set_reproducible(coll_comm_t comm, coll_reproducible_t level);
+
+/* Fault recovery (ULFM's model: MPIX_Comm_revoke, _shrink, _agree,
+ * _get_failed, _ack_failed). A rank that dies makes the calls that need it
+ * fail with COLL_ERR_PEER_LOST at the ranks that notice (a call may have
+ * completed at others). The survivors then carry on:
+ *   revoke:      not collective. Every pending and later call on comm fails
+ *                with COLL_ERR_REVOKED, here at once and at every other
+ *                member once the notice has reached it (within ~10 ms of a
+ *                wait there; a call that needs nothing from the others may
+ *                still complete before it has). Only is_revoked, shrink,
+ *                agree, get_failed, ack_failed and coll_comm_free work on a
+ *                revoked communicator.
+ *   is_revoked:  *flag = whether comm is revoked (by this rank, or by a
+ *                notice from another member).
+ *   shrink:      collective over the survivors of comm (revoked or not):
+ *                *newcomm holds every member not failed, in comm's order;
+ *                every survivor gets the same group, also when two of them
+ *                had seen different deaths, and a member that dies during
+ *                the shrink is left out too. A member that does not join
+ *                within COLL_TIMEOUT is killed by the launcher and counted
+ *                failed.
+ *   agree:       collective over the survivors: *flag becomes the bitwise
+ *                AND of the flags of the members that took part, the same
+ *                at every survivor, also when a member dies during the
+ *                call. Returns COLL_ERR_PEER_LOST (uniformly, *flag still
+ *                agreed) while some member it found failed is not
+ *                acknowledged (ack_failed) at some survivor.
+ *   get_failed:  the ranks of comm this process knows as failed, increasing,
+ *                at most capacity of them in ranks[]; *count = how many it
+ *                knows (more than capacity: the list was cut). Once shrink
+ *                or agree has returned, it includes every member they found
+ *                failed.
+ *   ack_failed:  acknowledges the first num_to_ack failures in the order
+ *                this process learned them (0: none, a query); *num_acked =
+ *                how many are acknowledged now.
+ * shrink and agree need a launcher that tells deaths for certain: collrun
+ * (with --enable-recovery, so that a death does not end the job); under
+ * other launchers they fail with COLL_ERR_INVALID_ARG saying so. Recovery
+ * is built on shared memory (the tcp and rdma transports fail as a whole
+ * at the first lost peer: every communicator of a survivor fails). */
+int coll_comm_revoke(coll_comm_t comm);
+int coll_comm_is_revoked(coll_comm_t comm, int *flag);
+int coll_comm_shrink(coll_comm_t comm, coll_comm_t *newcomm);
+int coll_comm_agree(coll_comm_t comm, int *flag);
+int coll_comm_get_failed(coll_comm_t comm, int capacity, int ranks[], int *count);
+int coll_comm_ack_failed(coll_comm_t comm, int num_to_ack, int *num_acked);
 
 /* The name of a status code ("COLL_ERR_TIMEOUT: ..."); never NULL. */
 const char *coll_strerror(int status);
