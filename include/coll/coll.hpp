@@ -172,6 +172,42 @@ class Comm {
     check(coll_comm_create_group(comm_, int(ranks.size()), ranks.data(), tag, &c), comm_);
     return Comm(c, true);
   }
+  // Fault recovery (coll_comm_revoke(3)): revoke is not collective; shrink
+  // and agree are collective over the survivors.
+  void revoke() const { check(coll_comm_revoke(comm_), comm_); }
+  bool is_revoked() const {
+    int flag = 0;
+    check(coll_comm_is_revoked(comm_, &flag), comm_);
+    return flag != 0;
+  }
+  Comm shrink() const {
+    coll_comm_t c = COLL_COMM_NULL;
+    check(coll_comm_shrink(comm_, &c), comm_);
+    return Comm(c, true);
+  }
+  // The AND of the survivors' flags. Throws coll::Error (COLL_ERR_PEER_LOST)
+  // while a failure it found is not acknowledged somewhere: use the C call
+  // to read the agreed flag then.
+  int agree(int flag) const {
+    check(coll_comm_agree(comm_, &flag), comm_);
+    return flag;
+  }
+  // The ranks known failed, increasing.
+  std::vector<int> failed() const {
+    int count = 0;
+    check(coll_comm_get_failed(comm_, 0, nullptr, &count), comm_);
+    std::vector<int> ranks(static_cast<size_t>(count));
+    int again = 0;
+    check(coll_comm_get_failed(comm_, count, ranks.data(), &again), comm_);
+    ranks.resize(static_cast<size_t>(again < count ? again : count));
+    return ranks;
+  }
+  // Acknowledges the first n failures learned; returns how many are now.
+  int ack_failed(int n) const {
+    int acked = 0;
+    check(coll_comm_ack_failed(comm_, n, &acked), comm_);
+    return acked;
+  }
   // Frees an owned communicator now (collective).
   void free() {
     if (owned_ && comm_ != COLL_COMM_NULL) check(coll_comm_free(&comm_), COLL_COMM_NULL);
