@@ -268,6 +268,17 @@ int delete_cb(MPI_Comm comm, int, void* value, void*) {
 
 }  // namespace
 
+void adopt(MPI_Comm comm, coll_comm_t lc) {
+  int rank = 0, size = 0;
+  coll_comm_rank(lc, &rank);
+  coll_comm_size(lc, &size);
+  // The window exists already: counted, whether the budget had room or not.
+  const size_t cost = window_cost(size);
+  g_budget.fetch_sub(int64_t(cost));
+  PMPI_Comm_set_attr(comm, g_keyval, owned_comm(lc, rank, size, cost));
+  count_comm(CommEvent::kDerived);
+}
+
 int agree(int v, MPI_Comm comm) {
   int all = 0;
   PMPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, comm);

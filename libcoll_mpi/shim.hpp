@@ -25,6 +25,8 @@
 #include <coll/coll.h>
 #include <mpi.h>
 
+#include "coll_mpi_ft.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -223,6 +225,10 @@ class Pacer {
 // MPI_ERRORS_ARE_FATAL prints the libcoll message and aborts, a user handler
 // is called, MPI_ERRORS_RETURN returns. The MPI error class is returned.
 int error_class(int coll_status);
+// Adds ULFM's error classes (coll_mpi_ft.h) to MPI, after PMPI_Init.
+void register_ft_classes();
+// MPIX_ERR_PROC_FAILED .. MPIX_ERR_REVOKED: ULFM's name and text, or nullptr.
+const char* ft_class_text(int cls);
 enum class Handler { kFatal, kReturn, kUser };
 Handler handler_of(MPI_Comm comm);
 int raise_error(MPI_Comm comm, Handler h, const char* fn, int coll_status, const std::string& message);
@@ -245,6 +251,9 @@ struct ShimComm {
   bool broken = false;  // a libcoll creation on it failed (agreed): served no more
   bool leak = false;    // not every rank holds it: never coll_comm_free'd
   size_t cost = 0;      // window bytes reserved in the budget
+  // The failures MPIX_Comm_failure_ack acknowledged last (recovery.cpp),
+  // as ranks of this communicator.
+  std::vector<int> acked;
 };
 void comms_init();      // keyval, the window budget
 bool comms_start();     // world and self (collective over world; false: not on every rank)
@@ -260,6 +269,9 @@ int comm_dup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Info info, bool with_info);
 // MPI_COMM_NULL and does nothing): gives *newcomm its libcoll communicator
 // by coll_comm_create_group over the parent's, agreed over *newcomm.
 void derive_group(MPI_Comm parent, int tag, int rc, MPI_Comm* newcomm);
+// Gives comm (made by PMPI_ on every member of lc, in lc's order) the
+// libcoll communicator lc, which it then owns (MPIX_Comm_shrink).
+void adopt(MPI_Comm comm, coll_comm_t lc);
 // Every rank of comm takes part: the minimum of v.
 int agree(int v, MPI_Comm comm);
 

@@ -276,6 +276,7 @@ void start(int* argc, char*** argv, int provided) {
   g_started = true;
   PMPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+  register_ft_classes();
   g_thread_level = provided;
   load_config();
 
@@ -386,7 +387,39 @@ int error_class(int status) {
     case COLL_ERR_INVALID_ARG: return MPI_ERR_ARG;
     case COLL_ERR_NO_RESOURCES: return MPI_ERR_NO_MEM;
     case COLL_ERR_INTERNAL: return MPI_ERR_INTERN;
+    case COLL_ERR_PEER_LOST: return MPIX_ERR_PROC_FAILED;
+    case COLL_ERR_REVOKED: return MPIX_ERR_REVOKED;
     default: return MPI_ERR_OTHER;
+  }
+}
+
+const char* ft_class_text(int cls) {
+  switch (cls) {
+    case MPIX_ERR_PROC_FAILED: return "MPIX_ERR_PROC_FAILED: a process of the communicator failed";
+    case MPIX_ERR_PROC_FAILED_PENDING:
+      return "MPIX_ERR_PROC_FAILED_PENDING: a process that a pending operation needs failed";
+    case MPIX_ERR_REVOKED: return "MPIX_ERR_REVOKED: the communicator was revoked";
+    default: return nullptr;
+  }
+}
+
+// Open MPI 4.1 hands out classes from MPI_ERR_LASTCODE + 1 on: added first,
+// ULFM's three get the values coll_mpi_ft.h gives them, and MPI's own
+// MPI_Error_class, MPI_Error_string (Fortran's too) and error handlers
+// accept them. A later MPI_Add_error_class of the program gets the next.
+// Should MPI hand out others, the shim's MPI_Error_class / MPI_Error_string
+// still answer for them (C only).
+void register_ft_classes() {
+  for (int want = MPIX_ERR_PROC_FAILED; want <= MPIX_ERR_REVOKED; ++want) {
+    int cls = -1;
+    if (PMPI_Add_error_class(&cls) != MPI_SUCCESS) return;
+    if (cls != want) {
+      std::fprintf(stderr, "libcoll_mpi: rank %d: MPI_Add_error_class gave %d, not %d: "
+                   "MPIX_ERR_* are known to the shim's MPI_Error_class / MPI_Error_string only\n",
+                   g_world_rank, cls, want);
+      return;
+    }
+    PMPI_Add_error_string(cls, ft_class_text(cls));
   }
 }
 
@@ -498,10 +531,24 @@ extern "C" int coll_finalize(void) {
   return shim::real_coll_finalize();
 }
 
+extern "C" int MPI_Error_class(int errorcode, int* errorclass) {
+  if (shim::ft_class_text(errorcode) && errorclass) {
+    *errorclass = errorcode;
+    return MPI_SUCCESS;
+  }
+  return PMPI_Error_class(errorcode, errorclass);
+}
+
 // An error class the shim returned on this thread (and none since) is told
 // with libcoll's message after MPI's text; any other code is MPI's alone.
 extern "C" int MPI_Error_string(int errorcode, char* string, int* resultlen) {
-  const int rc = PMPI_Error_string(errorcode, string, resultlen);
+  int rc = MPI_SUCCESS;
+  if (const char* ft = shim::ft_class_text(errorcode); ft && string && resultlen) {
+    *resultlen = int(std::strlen(ft));
+    std::memcpy(string, ft, size_t(*resultlen) + 1);
+  } else {
+    rc = PMPI_Error_string(errorcode, string, resultlen);
+  }
   if (rc == MPI_SUCCESS) shim::error_text(errorcode, string, resultlen);
   return rc;
 }
