@@ -376,7 +376,20 @@ void Context::finalize() noexcept {
   // message) until they are done: windows go away only after every rank
   // has seen all its writes complete. A failed communicator skips the
   // handshake, whose peers may be gone; its writes fail harmlessly.
-  bool all_ok = world_ && !world_->failed_status();
+  //
+  // The bootstrap barrier is skipped after a failure (a peer may be stuck,
+  // and the barrier would wait for it), except a death under collrun: its
+  // server completes the barrier among the living (--enable-recovery) or
+  // fails it at once (the job is ending), and without the barrier a
+  // survivor that finishes first would tear down its windows while another
+  // still completes their last collective (a credit written into a
+  // deregistered window, a transport seen closed mid-call).
+  const bool collrun = std::strcmp(boot_->name(), "collrun") == 0;
+  auto allows_barrier = [collrun](int status) {
+    return status == 0 ||
+           (collrun && (status == COLL_ERR_PEER_LOST || status == COLL_ERR_REVOKED));
+  };
+  bool all_ok = world_ && allows_barrier(world_->failed_status());
   std::vector<Communicator*> every;
   if (world_) every.push_back(world_.get());
   for (auto& c : comms_) every.push_back(c.get());
@@ -390,11 +403,13 @@ void Context::finalize() noexcept {
         c->start(*op);
       }
       wait(*op);
-      if (op->status) all_ok = false;
-    } catch (const Error&) {
-      all_ok = false;
+      if (!allows_barrier(op->status)) all_ok = false;
+    } catch (const Error& e) {
+      if (!allows_barrier(e.status())) all_ok = false;
     }
   }
+  for (Communicator* c : every)
+    if (!allows_barrier(c->failed_status())) all_ok = false;
   if (all_ok) {
     try {
       boot_->barrier(config_.timeout_s);

@@ -24,7 +24,6 @@ runs=0 recovered=0 failed=0 hangs=0
 log=$(mktemp)
 times=$(mktemp)
 trap 'rm -f "$log" "$times"' EXIT
-shm_before=$(ls /dev/shm 2> /dev/null | grep -c '^coll-' || true)
 
 job() {  # job KIND NP SURVIVORS [collrun options] -- program arguments
   local kind=$1 np=$2 survivors=$3
@@ -34,7 +33,9 @@ job() {  # job KIND NP SURVIVORS [collrun options] -- program arguments
   shift
   runs=$((runs + 1))
   "$collrun" -np "$np" --enable-recovery --timeout 60 -x COLL_TRANSPORT="$transport" \
-    -x COLL_TIMEOUT=5 "${opts[@]}" "$prog" "$@" > "$log" 2>&1
+    -x COLL_TIMEOUT=5 "${opts[@]}" "$prog" "$@" > "$log" 2>&1 &
+  local pid=$!
+  wait "$pid"
   local rc=$? got
   got=$(grep -c "recovered, $survivors ranks" "$log")
   if ((rc == 0 && got == survivors)); then
@@ -48,10 +49,11 @@ job() {  # job KIND NP SURVIVORS [collrun options] -- program arguments
     echo "FAILED (rc $rc, $got of $survivors recovered): np $np ${opts[*]} $*"
     sed 's/^/    /' "$log"
   fi
-  local now
-  now=$(ls /dev/shm 2> /dev/null | grep -c '^coll-' || true)
-  if ((now > shm_before)); then
-    echo "LEAK: /dev/shm after np $np $*: $(ls /dev/shm | grep '^coll-' | tr '\n' ' ')"
+  # The job's segments are named after collrun's pid (coll-<pid>x...).
+  local left
+  left=$(ls /dev/shm 2> /dev/null | grep "^coll-${pid}x" || true)
+  if [[ -n $left ]]; then
+    echo "LEAK: /dev/shm after np $np $*: $left"
     failed=$((failed + 1))
   fi
 }
