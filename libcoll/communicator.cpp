@@ -558,14 +558,20 @@ void Communicator::finish(Operation& op) {
 }
 
 void Communicator::fail(int status, const std::string& message) {
-  if (!failed_status_.load(std::memory_order_relaxed)) {
-    failed_message_ = message;
-    failed_status_.store(status, std::memory_order_release);
-    // The peers that wait on this rank learn it now, not at COLL_TIMEOUT
-    // (and tell theirs): a mismatch found at one rank fails every rank's
-    // call within milliseconds.
-    if (size() > 1) channel_->notify_failed(status);
-  }
+  if (!failed_status_.load(std::memory_order_relaxed)) set_failed(status, message);
+  end_queued(status, message);
+}
+
+void Communicator::set_failed(int status, const std::string& message) {
+  failed_message_ = message;
+  failed_status_.store(status, std::memory_order_release);
+  // The peers that wait on this rank learn it now, not at COLL_TIMEOUT
+  // (and tell theirs): a mismatch found at one rank fails every rank's
+  // call within milliseconds.
+  if (size() > 1) channel_->notify_failed(status);
+}
+
+void Communicator::end_queued(int status, const std::string& message) {
   while (Operation* op = head_) {
     head_ = op->next;
     end_activation(*op, status, message);
@@ -834,15 +840,8 @@ void Communicator::revoke(const std::string& why) {
   if (revoked_.exchange(true, std::memory_order_acq_rel)) return;
   // Overrides an earlier failure (PEER_LOST, typically: the failure that
   // made the application revoke): from now on every call says REVOKED.
-  failed_message_ = why;
-  failed_status_.store(COLL_ERR_REVOKED, std::memory_order_release);
-  if (size() > 1) channel_->notify_failed(COLL_ERR_REVOKED);
-  while (Operation* op = head_) {
-    head_ = op->next;
-    end_activation(*op, COLL_ERR_REVOKED, why);
-  }
-  tail_ = nullptr;
-  channel_->use_pins(nullptr);
+  set_failed(COLL_ERR_REVOKED, why);
+  end_queued(COLL_ERR_REVOKED, why);
 }
 
 bool Communicator::check_revoked() {

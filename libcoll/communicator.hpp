@@ -287,6 +287,10 @@ class Communicator {
   void begin(Operation& op);
   void finish(Operation& op);
   void end_activation(Operation& op, int status, const std::string& message);
+  // fail's and revoke's parts: the status set (and told to the peers), and
+  // every queued operation ended with it.
+  void set_failed(int status, const std::string& message);
+  void end_queued(int status, const std::string& message);
   void release_own_pins(Operation& op);
   // The message of a success (no string built on the hot path).
   inline static const std::string kNoMessage;
