@@ -124,8 +124,11 @@ class HybridTransport final : public Transport {
   }
 
   void check_peer(int peer) override {
-    // A failure of the tcp half fails everything, whichever peer a waiter
-    // waits for; shm watches its own peers' processes.
+    // A failure of the tcp half's transport (a protocol violation) fails
+    // everything, whichever peer a waiter waits for; a lost remote peer
+    // fails only the waiters for it (the tcp half throws for that peer
+    // alone, and refuses writes to it at post, which post_write forwards);
+    // shm watches its own peers' processes.
     tcp_->check_peer(peer);
     if (peer >= 0 && peer < size_ && same_host_[size_t(peer)]) shm_.transport->check_peer(peer);
   }

@@ -49,7 +49,31 @@
 // eager mesh (COLL_TCP_CONNECT=eager) closes it once every lower rank is
 // in, as before.
 //
-// Lost and leaving peers. A stream that closes is a lost peer, as before.
+// Lost and leaving peers. A stream that closes or resets (EOF,
+// ECONNRESET, EPIPE) is a lost peer, and so is a peer whose port refuses a
+// dial (below): that peer only, never the transport (fault recovery, issue
+// 33: the survivors go on over their own streams). Per peer is safe
+// because the pair's stream is the only ordering domain: no promise spans
+// two streams, so nothing another peer sends or receives depends on the
+// lost stream. Once lost, the peer's stream is read no more (a flag or a
+// line frame cut short by the loss writes nothing: kWholePayload), credits held for
+// it are dropped, and a write to it that is in flight - in this rank's
+// socket buffer, or half sent - is dropped with it, as it would be on the
+// dead peer's side. A later write to it fails at post (post_write returns
+// -1, EPIPE) and check_peer(peer) throws COLL_ERR_PEER_LOST with the
+// message ("rank %d lost rank %d over tcp: ..."); a signaled write to it
+// fails at post rather than completing with an error (a tcp write is
+// complete at post, and an error completion in the shared queue would fail
+// whichever communicator polled it). The `left`, failure and refusal
+// notices (kWriteLeaving, kWriteNotice) to it are dropped: there is no one
+// to tell. A peer that does not take a first write's handshake, or does
+// not read a full stream, within the timeout is lost the same way, with
+// COLL_ERR_TIMEOUT (the stream is shut down: it holds part of a frame); a
+// failure notice to a peer without a stream does not wait for the
+// handshake (hold_notice). What still fails the whole transport is what
+// says this rank or a peer breaks the protocol - a malformed frame, a bad
+// rkey or range (refuse_frame), a peer's abort frame, a failed epoll or
+// socket call - as before.
 // A peer this rank has no stream with can be known dead only by asking: a
 // check_peer on it (a wait for it that lasted 10 ms) dials it in the
 // background - the connection one of the two would make anyway - and a
@@ -91,8 +115,10 @@
 // a range outside the region, or a malformed frame fails the target's
 // transport with a message naming the sender and the problem; the target
 // tells the sender (an abort frame) and writes nothing. A connection that
-// closes, or resets, is a lost peer. Every failure is sticky: poll() reports
-// it in an error completion, check_peer() throws it with its message. The
+// closes, or resets, is a lost peer (that peer only, above). Every failure
+// is sticky: a transport's failure poll() reports in an error completion
+// and check_peer() throws with its message; a lost peer's, check_peer() on
+// it throws. The
 // one write a target drops instead is a notice (kWriteNotice: a notice
 // frame, 8 bytes) whose region is gone: a failure or refusal notice to a
 // communicator the target has freed since - moot there, and failing the
@@ -297,6 +323,13 @@ struct Peer {
   bool reach = false;    // a tcp peer (this rank's other transport serves it otherwise)
   bool reading = false;  // registered in epoll; false once its stream is broken
   bool noticed = false;  // this rank's `left` notice went to it (kWriteLeaving)
+  // Lost: its stream closed or reset, or its port refused us (it is gone),
+  // or it did not take a handshake or a frame within the timeout (it is
+  // silent). lost_status is COLL_ERR_PEER_LOST or COLL_ERR_TIMEOUT, and
+  // lost_message what check_peer throws for it.
+  bool lost = false;
+  int lost_status = 0;
+  std::string lost_message;
   Receiver rx;
 };
 
@@ -391,25 +424,33 @@ class TcpTransport final : public Transport {
       return -1;
     }
     // As on a verbs queue pair in the error state, a write to a failed
-    // transport is accepted and never lands; poll() reports the failure
-    // (with its own status: a lost peer is COLL_ERR_PEER_LOST).
-    // A leaving notice goes only on a stream that exists (see "Lost and
-    // leaving peers" at the top).
-    const bool dropped = (flags & kWriteLeaving) && peer != rank_ && leave_notice(peer);
+    // transport is accepted and never lands; poll() reports the failure.
+    // A write to a lost peer fails at post (see "Lost and leaving peers"
+    // at the top), unless it is a notice: a leaving or failure notice to a
+    // peer that is gone has no one to tell, and is dropped. A leaving
+    // notice goes only on a stream that exists.
+    const bool to_peer = peer != rank_;
+    const bool dropped = (flags & kWriteLeaving) && to_peer && leave_notice(peer);
+    const bool notice = flags & (kWriteLeaving | kWriteNotice);
+    if (!failed_ && !dropped && to_peer && peers_[size_t(peer)].lost)
+      return notice ? complete(flags, context, peer) : refuse_lost();
     if (!failed_ && !dropped) {
-      if (peer == rank_)
+      if (!to_peer)
         write_to_self(local_addr, length, remote_addr, rkey);
       else if ((flags & kWriteDeferrable) && !(flags & kWriteSignaled) &&
                length == sizeof(uint64_t) && peers_[size_t(peer)].fd)
         defer_write(peer, local_addr, remote_addr, rkey);
-      else
-        send_frame(peer, (flags & kWriteNotice) ? tcp_wire::kNoticeFrame : tcp_wire::kWriteFrame,
-                   rkey, remote_addr, nullptr, local_addr, length);
-      network_bytes_ += peer == rank_ ? 0 : length;
+      else if ((flags & kWriteNotice) && length == sizeof(uint64_t) && lazy_ &&
+               !peers_[size_t(peer)].fd)
+        hold_notice(peer, local_addr, remote_addr, rkey);
+      else if (!send_frame(peer,
+                           (flags & kWriteNotice) ? tcp_wire::kNoticeFrame : tcp_wire::kWriteFrame,
+                           rkey, remote_addr, nullptr, local_addr, length) &&
+               peers_[size_t(peer)].lost)
+        return notice ? complete(flags, context, peer) : refuse_lost();
+      network_bytes_ += to_peer ? length : 0;
     }
-    if (flags & kWriteSignaled)
-      completions_.push_back({context, peer, failed_ ? failure_status_ : 0});
-    return 0;
+    return complete(flags, context, peer);
   }
 
   // Data and its flag as two frames in one sendmsg.
@@ -422,8 +463,11 @@ class TcpTransport final : public Transport {
       return -1;
     }
     if (failed_) return 0;  // accepted, never lands (see post_write)
-    send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, src, length, &flag,
-               flag_addr);
+    if (peers_[size_t(peer)].lost ||
+        (!send_frame(peer, tcp_wire::kWriteFrame, rkey, remote_addr, nullptr, src, length, &flag,
+                     flag_addr) &&
+         peers_[size_t(peer)].lost))
+      return refuse_lost();
     network_bytes_ += length + sizeof flag;
     return 0;
   }
@@ -448,12 +492,14 @@ class TcpTransport final : public Transport {
     size_t at = 0;
     do {
       if (failed_) return 0;  // accepted, never lands (see post_write)
+      if (peer != rank_ && peers_[size_t(peer)].lost) return refuse_lost();
       const size_t take = std::min(kPerFrame, len - at);
       const uint64_t addr = remote_addr + at / tcp_wire::kLinePayload * tcp_wire::kLineBytes;
       if (peer == rank_)
         lines_to_self(from + at, take, flag, addr, rkey);
-      else
-        send_frame(peer, tcp_wire::kLinesFrame, rkey, addr, &flag, from + at, take);
+      else if (!send_frame(peer, tcp_wire::kLinesFrame, rkey, addr, &flag, from + at, take) &&
+               peers_[size_t(peer)].lost)
+        return refuse_lost();
       network_bytes_ += peer == rank_ ? 0 : sizeof flag + take;
       at += take;
     } while (at < len);
@@ -481,19 +527,40 @@ class TcpTransport final : public Transport {
   }
 
   void check_peer(int peer) override {
-    // Any failure - a lost peer included - fails the whole transport, and
-    // every waiter hears of it: its message names the peer and the cause.
+    // A failure of the transport (a protocol violation, a timeout) fails
+    // every waiter; a lost peer fails only the waiters for it (see "Lost
+    // and leaving peers" at the top). Either message names the peer and
+    // the cause.
     if (!failed_) receive_progress();
+    const bool known = peer >= 0 && peer < size_ && peer != rank_ && peers_[size_t(peer)].reach;
     // A peer without a stream is asked: a dial in the background, which
     // fails only when its listener refuses (it exited or finalized), and
     // otherwise makes the stream that its first write would have made.
-    if (!failed_ && lazy_ && peer >= 0 && peer < size_ && peer != rank_ &&
-        peers_[size_t(peer)].reach && !peers_[size_t(peer)].fd && !dials_[size_t(peer)].active)
+    if (!failed_ && lazy_ && known && !peers_[size_t(peer)].lost && !peers_[size_t(peer)].fd &&
+        !dials_[size_t(peer)].active)
       begin_dial(peer);
     if (failed_) throw Error(failure_status_, failure_message_);
+    if (known && peers_[size_t(peer)].lost)
+      throw Error(peers_[size_t(peer)].lost_status, peers_[size_t(peer)].lost_message);
   }
 
  private:
+  // A signaled write is complete once the kernel has it (on a failed
+  // transport: completes with the failure).
+  int complete(int flags, uint64_t context, int peer) {
+    if (flags & kWriteSignaled)
+      completions_.push_back({context, peer, failed_ ? failure_status_ : 0});
+    return 0;
+  }
+
+  // A write to a lost peer: refused at post, with no completion; the
+  // caller's check_peer(peer) says why (COLL_ERR_PEER_LOST, or
+  // COLL_ERR_TIMEOUT for a silent one).
+  static int refuse_lost() {
+    errno = EPIPE;
+    return -1;
+  }
+
   // --- setup ---------------------------------------------------------
 
   // An outgoing connection (eager: to a higher rank), until its welcome is
@@ -1148,8 +1215,17 @@ class TcpTransport final : public Transport {
     } catch (const Error& e) {
       end_dial(d);
       d.fd.reset();
-      mark_failed(e.status(), q, e.what());
+      dial_failed(q, e);
     }
+  }
+
+  // A refused dial (cannot_connect: the peer's listener is gone) loses
+  // that peer only; anything else fails the transport.
+  void dial_failed(int q, const Error& e) {
+    if (e.status() == COLL_ERR_PEER_LOST)
+      mark_lost(q, COLL_ERR_PEER_LOST, e.what());
+    else
+      mark_failed(e.status(), q, e.what());
   }
 
   void end_dial(Dial& d) {
@@ -1161,14 +1237,15 @@ class TcpTransport final : public Transport {
   // A stream with peer, dialed now if there is none: waits for it (bounded
   // by the timeout) while the engine runs - applying frames, accepting,
   // answering other ranks' handshakes - so ranks that dial each other, or
-  // dial round a ring, all get through. False when the transport failed.
+  // dial round a ring, all get through. False when the transport failed,
+  // or the peer is lost (its port refused the dial).
   bool connect_now(int peer) {
     Peer& p = peers_[size_t(peer)];
     if (!dials_[size_t(peer)].active) begin_dial(peer);
     const auto deadline = deadline_after(timeout_s_);
-    while (!p.fd && !failed_) {
+    while (!p.fd && !failed_ && !p.lost) {
       receive_progress();
-      if (p.fd || failed_) break;
+      if (p.fd || failed_ || p.lost) break;
       if (Clock::now() > deadline) {
         const Dial& d = dials_[size_t(peer)];
         std::string why;
@@ -1178,7 +1255,7 @@ class TcpTransport final : public Transport {
               "PMIx's?)",
               d.last_drop.c_str(), d.drops);
         const std::string dropped = ignored_.summary();
-        mark_failed(COLL_ERR_TIMEOUT, peer,
+        mark_lost(peer, COLL_ERR_TIMEOUT,
                     strfmt("rank %d timed out after %.1f s waiting for a handshake from rank %d "
                            "over tcp at %s:%u%s: a first write to a peer waits until the peer "
                            "takes the connection in a libcoll call (COLL_TIMEOUT=%g; firewall? "
@@ -1190,7 +1267,7 @@ class TcpTransport final : public Transport {
       pollfd fds[1] = {{epoll_.get(), POLLIN, 0}};
       ::poll(fds, 1, 1);
     }
-    return !failed_;
+    return !failed_ && !p.lost;
   }
 
   // Engine work on handshakes, after a pass's epoll events: accepts what
@@ -1229,7 +1306,7 @@ class TcpTransport final : public Transport {
     } catch (const Error& e) {
       end_dial(d);
       d.fd.reset();
-      mark_failed(e.status(), q, e.what());
+      dial_failed(q, e);
     }
   }
 
@@ -1258,20 +1335,33 @@ class TcpTransport final : public Transport {
   // peer can wait on it only while this rank is outside the library - as it
   // would one message later without deferral. A credit at the same address
   // replaces the one held there (counts only grow).
-  void defer_write(int peer, const void* src, uint64_t remote_addr, uint32_t rkey) {
+  void defer_write(int peer, const void* src, uint64_t remote_addr, uint32_t rkey,
+                   uint32_t type = tcp_wire::kWriteFrame) {
     Peer& p = peers_[size_t(peer)];
     uint64_t value;
     std::memcpy(&value, src, sizeof value);
     for (DeferredWrite& d : p.deferred)
       if (d.header.remote_addr == remote_addr && d.header.rkey == rkey) {
+        d.header.type = type;
         d.value = value;
         return;
       }
     if (p.deferred.size() == kMaxDeferred) send_deferred(peer);
     if (p.deferred.empty()) ++deferring_peers_;
-    p.deferred.push_back({{tcp_wire::kFrameMagic, tcp_wire::kWriteFrame, rkey, 0, remote_addr,
-                           sizeof value},
+    p.deferred.push_back({{tcp_wire::kFrameMagic, type, rkey, 0, remote_addr, sizeof value},
                           value});
+  }
+
+  // A notice (kWriteNotice: a failure or a refusal) to a peer without a
+  // stream: the dial starts, and the notice is held until the stream is
+  // up (the next receive pass after it is sends it), instead of waiting
+  // for the handshake here. A peer that is silent (stopped) would hold
+  // this rank's failure up for the timeout, and a peer that never takes
+  // the connection loses nothing: a notice is moot where it is gone.
+  void hold_notice(int peer, const void* src, uint64_t remote_addr, uint32_t rkey) {
+    if (!dials_[size_t(peer)].active) begin_dial(peer);
+    if (peers_[size_t(peer)].lost || failed_) return;
+    defer_write(peer, src, remote_addr, rkey, tcp_wire::kNoticeFrame);
   }
 
   // Moves peer's held credits into out (room for kMaxDeferred) and points
@@ -1297,19 +1387,21 @@ class TcpTransport final : public Transport {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = take_deferred(peers_[size_t(peer)], held, iov);
-    if (msg.msg_iovlen > 0) send_message(peer, msg);
+    if (msg.msg_iovlen > 0) (void)send_message(peer, msg);  // to a lost peer: dropped
   }
 
+  // A peer without a stream yet (a held notice) waits for it.
   void send_all_deferred() {
     for (int r = 0; r < size_ && deferring_peers_ > 0; ++r)
-      if (!peers_[size_t(r)].deferred.empty()) send_deferred(r);
+      if (!peers_[size_t(r)].deferred.empty() && peers_[size_t(r)].fd) send_deferred(r);
   }
 
   // Hands the held credits, header, flag (a lines frame's, else null) and
   // payload to the kernel in one sendmsg (see "Sends" at the top); then,
   // where then_word is given, an 8-byte write frame of it at then_addr
-  // (post_message's flag) in the same sendmsg.
-  void send_frame(int peer, uint32_t type, uint32_t rkey, uint64_t remote_addr,
+  // (post_message's flag) in the same sendmsg. False when it did not all
+  // go: the transport failed, or the peer is lost.
+  bool send_frame(int peer, uint32_t type, uint32_t rkey, uint64_t remote_addr,
                   const uint64_t* flag, const void* payload, size_t length,
                   const uint64_t* then_word = nullptr, uint64_t then_addr = 0) {
     const size_t flag_bytes = flag ? sizeof *flag : 0;
@@ -1330,14 +1422,16 @@ class TcpTransport final : public Transport {
       iov[msg.msg_iovlen++] = {const_cast<FrameHeader*>(&then_header), sizeof then_header};
       iov[msg.msg_iovlen++] = {const_cast<uint64_t*>(then_word), sizeof *then_word};
     }
-    send_message(peer, msg);
+    return send_message(peer, msg);
   }
 
   // The sendmsg loop: the whole message, waiting for room while applying
-  // what arrives (see "Sends" at the top).
-  void send_message(int peer, msghdr& msg) {
+  // what arrives (see "Sends" at the top). False when the message did not
+  // all go: the transport failed, or the peer is lost (what part of it
+  // went is lost with the peer).
+  bool send_message(int peer, msghdr& msg) {
     Peer& p = peers_[size_t(peer)];
-    if (!p.fd && !connect_now(peer)) return;
+    if (p.lost || (!p.fd && !connect_now(peer))) return false;
     Clock::time_point deadline{};
     bool waited = false;
     for (;;) {
@@ -1349,7 +1443,7 @@ class TcpTransport final : public Transport {
           ++msg.msg_iov;
           --msg.msg_iovlen;
         }
-        if (msg.msg_iovlen == 0) return;
+        if (msg.msg_iovlen == 0) return true;
         msg.msg_iov[0].iov_base = static_cast<char*>(msg.msg_iov[0].iov_base) + done;
         msg.msg_iov[0].iov_len -= done;
         continue;
@@ -1357,7 +1451,7 @@ class TcpTransport final : public Transport {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         lose_peer(peer, strfmt("sending to it failed: %s", std::strerror(errno)));
-        return;
+        return false;
       }
       // The socket is full: apply what arrives while the peer drains it.
       if (!waited) {
@@ -1365,14 +1459,17 @@ class TcpTransport final : public Transport {
         waited = true;
       }
       receive_progress();
-      if (failed_) return;
+      if (failed_ || p.lost) return false;
       if (Clock::now() > deadline) {
-        mark_failed(COLL_ERR_TIMEOUT, peer,
-                    strfmt("rank %d timed out after %.1f s sending to rank %d over tcp: the peer "
-                           "does not read (COLL_TIMEOUT=%g): is every rank calling the same "
-                           "collective?",
-                           rank_, timeout_s_, peer, timeout_s_));
-        return;
+        // The stream holds part of a frame now: closed (the peer, if it
+        // still runs, sees it cut in the middle of a frame, and loses us).
+        mark_lost(peer, COLL_ERR_TIMEOUT,
+                  strfmt("rank %d timed out after %.1f s sending to rank %d over tcp: the peer "
+                         "does not read (COLL_TIMEOUT=%g): is every rank calling the same "
+                         "collective?",
+                         rank_, timeout_s_, peer, timeout_s_));
+        shutdown(p.fd.get(), SHUT_RDWR);
+        return false;
       }
       pollfd fds[2] = {{p.fd.get(), POLLOUT, 0}, {epoll_.get(), POLLIN, 0}};
       ::poll(fds, 2, 1);
@@ -1700,12 +1797,36 @@ class TcpTransport final : public Transport {
                 strfmt("rank %d refused a tcp frame from rank %d: %s", rank_, peer, why.c_str()));
   }
 
+  // The peer's stream closed or reset: that peer is lost, no other (see
+  // "Lost and leaving peers" at the top).
   void lose_peer(int peer, const std::string& why) {
+    mark_lost(peer, COLL_ERR_PEER_LOST,
+              strfmt("rank %d lost rank %d over tcp: %s (the peer exited, or closed its "
+                     "communicator)",
+                     rank_, peer, why.c_str()));
+  }
+
+  // Sticky for that peer: its stream is read no more, credits held for it
+  // are dropped, a dial to it ends; every later write to it fails at post,
+  // and check_peer(peer) throws `message` with `status`. The first cause is
+  // kept.
+  void mark_lost(int peer, int status, std::string message) {
+    Peer& p = peers_[size_t(peer)];
+    if (p.lost) return;
+    p.lost = true;
+    p.lost_status = status;
+    p.lost_message = std::move(message);
     stop_reading(peer);
-    mark_failed(COLL_ERR_PEER_LOST, peer,
-                strfmt("rank %d lost rank %d over tcp: %s (the peer exited, or closed its "
-                       "communicator)",
-                       rank_, peer, why.c_str()));
+    if (!p.deferred.empty()) {
+      p.deferred.clear();
+      --deferring_peers_;
+    }
+    if (lazy_) {
+      Dial& d = dials_[size_t(peer)];
+      end_dial(d);
+      d.fd.reset();
+      d.state = Dial::kIdle;
+    }
   }
 
   void stop_reading(int peer) {
