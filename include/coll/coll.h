@@ -522,8 +522,9 @@ int coll_comm_set_reproducible(coll_comm_t comm, coll_reproducible_t level);
  * shrink and agree need a launcher that tells deaths for certain: collrun
  * (with --enable-recovery, so that a death does not end the job); under
  * other launchers they fail with COLL_ERR_INVALID_ARG saying so. Recovery
- * is built on shared memory (the tcp and rdma transports fail as a whole
- * at the first lost peer: every communicator of a survivor fails). */
+ * works over shared memory and tcp (a lost peer fails that peer only), not
+ * yet over rdma (it fails as a whole at the first lost peer: every
+ * communicator of a survivor fails). */
 int coll_comm_revoke(coll_comm_t comm);
 int coll_comm_is_revoked(coll_comm_t comm, int *flag);
 int coll_comm_shrink(coll_comm_t comm, coll_comm_t *newcomm);
