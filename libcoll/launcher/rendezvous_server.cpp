@@ -707,6 +707,14 @@ void RendezvousServer::settle_rounds() {
       it = rounds_.erase(it);
       continue;
     }
+    // Under recovery a barrier that a dead rank will never send still
+    // waits for the living that have not sent it yet (a survivor still at
+    // work before its coll_finalize): failing it would let the ranks in it
+    // tear down their windows while that survivor still talks to them.
+    if (recovery_ && is_barrier(round)) {
+      ++it;
+      continue;
+    }
     std::optional<std::string> reason;
     for (int rank = 0; rank < world_size_ && !reason; ++rank)
       if (!round.blobs[static_cast<size_t>(rank)]) reason = why_never(rank, it->first);
@@ -717,6 +725,12 @@ void RendezvousServer::settle_rounds() {
     }
     ++it;
   }
+}
+
+bool RendezvousServer::is_barrier(const PendingRound& round) {
+  for (const std::optional<std::string>& blob : round.blobs)
+    if (blob && !blob->empty()) return false;
+  return true;
 }
 
 bool RendezvousServer::completes_without_missing(const RoundKey& key,

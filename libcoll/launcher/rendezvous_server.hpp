@@ -165,6 +165,9 @@ class RendezvousServer {
 
   // A barrier round whose missing ranks all have a reason never to send it.
   bool completes_without_missing(const RoundKey& key, const PendingRound& round) const;
+  // Every blob received so far is empty (coll_finalize's barrier, and
+  // setup's).
+  static bool is_barrier(const PendingRound& round);
 
   int world_size_;
   bool recovery_ = false;
