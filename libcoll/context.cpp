@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -544,8 +545,6 @@ void Context::advance_others(Communicator* except) {
   }
 }
 
-// Every wait ends: at the timeout without progress, when the peer is found
-// dead, or when the transport reports an error.
 void Context::dump_waits(Communicator& comm, double waited) {
   // One write per dump, so that the ranks' lines do not interleave.
   std::string text = strfmt("libcoll: rank %d (pid %d): waiting %.3f s without progress", boot_->rank(),
@@ -582,6 +581,8 @@ void Context::dump_waits(Communicator& comm, double waited) {
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, text.data(), text.size());
 }
 
+// Every wait ends: at the timeout without progress, when the peer is found
+// dead, or when the transport reports an error.
 Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   const auto now = Clock::now();
   if (!p.started) {
@@ -618,8 +619,6 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   if (now >= p.next_peer_check) {
     const Channel& ch = b && b->channel ? *b->channel : comm.channel();
     if (peer >= 0) transport_->check_peer(ch.transport_rank(peer));
-    // A peer whose part of this communicator failed (Channel::notify_failed)
-    // will not write what we wait for: fail alike, with its status.
     // A revocation (coll_comm_revoke) reaches every member, also one that
     // waits on another: every notice is read, and the communicator is
     // revoked here too (which tells this rank's peers in turn).
@@ -627,6 +626,8 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
       fail(COLL_ERR_REVOKED, "rank %d: the communicator was revoked while this rank waited in %s%s",
            comm.rank(), comm.head() && comm.head()->info ? "coll_" : "",
            comm.head() ? comm.head()->collective : "a call");
+    // A peer whose part of this communicator failed (Channel::notify_failed)
+    // will not write what we wait for: fail alike, with its status.
     if (peer >= 0 && b->from_peer)
       if (const int status = ch.peer_failed(peer))
         fail(status,
