@@ -65,5 +65,7 @@ int main(int argc, char **argv) {
         failed = 1;
         break;
       }
+  free(a);
+  free(b);
   return failed ? 3 : 0;
 }
