@@ -379,16 +379,17 @@ void Context::finalize() noexcept {
   // handshake, whose peers may be gone; its writes fail harmlessly.
   //
   // The bootstrap barrier is skipped after a failure (a peer may be stuck,
-  // and the barrier would wait for it), except a death under collrun: its
-  // server completes the barrier among the living (--enable-recovery) or
-  // fails it at once (the job is ending), and without the barrier a
+  // and the barrier would wait for it), except a death where the bootstrap
+  // ends such a barrier promptly (Bootstrap::barrier_survives_deaths:
+  // collrun completes it among the living under --enable-recovery, or
+  // fails it at once), and without the barrier a
   // survivor that finishes first would tear down its windows while another
   // still completes their last collective (a credit written into a
   // deregistered window, a transport seen closed mid-call).
-  const bool collrun = std::strcmp(boot_->name(), "collrun") == 0;
-  auto allows_barrier = [collrun](int status) {
+  const bool after_death = boot_->barrier_survives_deaths();
+  auto allows_barrier = [after_death](int status) {
     return status == 0 ||
-           (collrun && (status == COLL_ERR_PEER_LOST || status == COLL_ERR_REVOKED));
+           (after_death && (status == COLL_ERR_PEER_LOST || status == COLL_ERR_REVOKED));
   };
   bool all_ok = world_ && allows_barrier(world_->failed_status());
   std::vector<Communicator*> every;

@@ -62,6 +62,12 @@ class Bootstrap {
                                                                  const std::string& mine,
                                                                  double timeout_s);
 
+  // Whether a barrier after a rank's death ends promptly - completed among
+  // the living or failed at once - instead of waiting for the dead until
+  // the timeout: a launcher that reaps its ranks knows (collrun). Context::
+  // finalize meets the others at its barrier after a death only then.
+  virtual bool barrier_survives_deaths() const { return false; }
+
   // coll_finalize is done with the job: tells the launcher, where it
   // listens (collrun's kLeaving), that this rank finalized. Best effort,
   // never throws: the rank is leaving either way.

@@ -317,6 +317,9 @@ class CollrunBootstrap final : public Bootstrap {
   }
 
   const char* name() const override { return "collrun"; }
+  // The server completes a barrier among the living under --enable-recovery
+  // and fails it at once otherwise (the job is ending).
+  bool barrier_survives_deaths() const override { return true; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string job_id() const override { return job_id_; }
