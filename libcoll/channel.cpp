@@ -9,6 +9,7 @@
 #include "error.hpp"
 #include "fault_injection.hpp"
 #include "regcache.hpp"
+#include "transport/host_identity.hpp"
 
 namespace coll {
 namespace {
@@ -351,11 +352,27 @@ void Channel::commit_slot(int peer, uint64_t remote_addr, size_t len, uint32_t* 
                                w.rkey, w.addr + layout_.slot(rank_, 0),
                                layout_.slot_bytes * size_t(layout_.num_slots)) != 0) {
     if (errno != ENOMEM) post_failed(peer, len, false);
+    const int saved = errno;
+    // What /dev/shm has and what this communicator's windows need of it,
+    // where the windows live there (slot_sizing.hpp cut the slots to fit
+    // half a rank's share at coll_init; other communicators, the user and
+    // other jobs take the rest).
+    std::string shm;
+    uint64_t total = 0, available = 0;
+    if (std::strstr(transport_.name(), "shm") != nullptr && dev_shm_space(&total, &available))
+      shm = strfmt("; /dev/shm: %llu of %llu bytes available now, and each rank's window of "
+                   "this communicator commits up to %zu bytes of it when every peer writes "
+                   "(%d slots x %zu bytes x %d writers)",
+                   static_cast<unsigned long long>(available),
+                   static_cast<unsigned long long>(total),
+                   layout_.slot_bytes * size_t(layout_.num_slots) * size_t(size_ - 1),
+                   layout_.num_slots, layout_.slot_bytes, size_ - 1);
+    errno = saved;
     fail_errno(COLL_ERR_NO_RESOURCES, errno,
                "rank %d: no memory for %zu bytes of a slot in rank %d's window (%s: on shm, is "
                "/dev/shm or the memory limit full? df /dev/shm; on rdma, rank %d could not pin "
-               "its slots for this rank: its locked-memory limit, ulimit -l)",
-               rank_, len - *committed, peer, transport_.name(), peer);
+               "its slots for this rank: its locked-memory limit, ulimit -l)%s",
+               rank_, len - *committed, peer, transport_.name(), peer, shm.c_str());
   }
   committed_bytes_ += len - *committed;
   *committed = uint32_t(len);

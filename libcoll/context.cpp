@@ -235,9 +235,20 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
   select_reduce_kernels(config_.reduce_kernels);
 
   host_ = gather_host_map(*boot_, config_.timeout_s);
-  if (host_.any_host_oversubscribed && env_string("COLL_SLOT_SIZE").empty())
-    config_.slot_bytes = slots_when_oversubscribed(config_.slot_bytes, config_.num_slots,
-                                                   boot_->size(), host_.shm_bytes_per_rank);
+  // The slots of every window: grown where ranks outnumber CPUs, cut where
+  // /dev/shm is too small for them (slot_sizing.hpp), alike on every rank.
+  SlotInputs slot_inputs;
+  slot_inputs.slot_bytes = config_.slot_bytes;
+  slot_inputs.num_slots = config_.num_slots;
+  slot_inputs.slot_bytes_set = !env_string("COLL_SLOT_SIZE").empty();
+  slot_inputs.num_slots_set = !env_string("COLL_NUM_SLOTS").empty();
+  slot_inputs.nranks = boot_->size();
+  slot_inputs.oversubscribed = host_.any_host_oversubscribed;
+  slot_inputs.windows_in_shm = config_.transport != "tcp" && config_.transport != "rdma";
+  slot_inputs.shm_bytes_per_rank = host_.shm_bytes_per_rank;
+  const SlotChoice slot_choice = choose_slots(slot_inputs);
+  config_.slot_bytes = slot_choice.slot_bytes;
+  config_.num_slots = slot_choice.num_slots;
   WindowLayout layout;
   layout.slot_bytes = config_.slot_bytes;
   layout.num_slots = config_.num_slots;
@@ -339,6 +350,11 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
                                 : "waits spin first",
                  thread_level_ == COLL_THREAD_MULTIPLE ? "multiple" : "single/funneled/serialized",
                  config_.async_progress ? ", progress thread" : "");
+  if (config_.debug && boot_->rank() == 0)
+    std::fprintf(stderr, "libcoll: rank 0: %s\n",
+                 describe_slot_choice(slot_inputs, slot_choice, host_.shm_host_bytes,
+                                      host_.shm_host_ranks)
+                     .c_str());
   if (config_.debug) {
     // Said once: what makes reuse safe here, and what caps zero-copy.
     const bool pins = t.needs_local_registration();

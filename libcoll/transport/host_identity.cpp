@@ -39,12 +39,19 @@ struct HostRecord {
 };
 
 uint64_t shm_available() {
-  struct statvfs st {};
-  if (statvfs("/dev/shm", &st) != 0) return 0;
-  return uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+  uint64_t total = 0, available = 0;
+  return dev_shm_space(&total, &available) ? available : 0;
 }
 
 }  // namespace
+
+bool dev_shm_space(uint64_t* total, uint64_t* available) {
+  struct statvfs st {};
+  if (statvfs("/dev/shm", &st) != 0) return false;
+  *total = uint64_t(st.f_blocks) * uint64_t(st.f_frsize);
+  *available = uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+  return true;
+}
 
 HostMap gather_host_map(Bootstrap& boot, double timeout_s) {
   HostRecord mine{};
@@ -80,7 +87,11 @@ HostMap gather_host_map(Bootstrap& boot, double timeout_s) {
   for (const auto& [host, h] : per_host) {
     const int cpus = std::max(1, CPU_COUNT(&h.cpus));
     if (h.ranks > cpus) map.any_host_oversubscribed = true;
-    shm_per_rank = std::min(shm_per_rank, h.shm / uint64_t(h.ranks));
+    if (h.shm / uint64_t(h.ranks) < shm_per_rank) {
+      shm_per_rank = h.shm / uint64_t(h.ranks);
+      map.shm_host_bytes = size_t(std::min<uint64_t>(h.shm, SIZE_MAX));
+      map.shm_host_ranks = h.ranks;
+    }
     if (host != me) continue;
     map.local_ranks = h.ranks;
     map.local_cpus = cpus;

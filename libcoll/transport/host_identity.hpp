@@ -3,6 +3,7 @@
 // joins them; any other pair needs the network.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,15 +27,24 @@ std::string host_identity();
 // host's ranks outnumber the CPUs they may run on together.
 // shm_bytes_per_rank is the same on every rank too: on each host the
 // smallest /dev/shm space available that its ranks saw, divided by its
-// ranks; the minimum over hosts (0 where /dev/shm could not be read). What
-// the window slots may grow to is bounded by it (slot_sizing.hpp).
+// ranks; the minimum over hosts (0 where /dev/shm could not be read). The
+// window slots are sized by it (slot_sizing.hpp). shm_host_bytes and
+// shm_host_ranks are that host's figures (its /dev/shm available, its
+// ranks), for messages.
 struct HostMap {
   std::vector<std::string> hosts;
   int local_ranks = 1;
   int local_cpus = 1;
   bool any_host_oversubscribed = false;
   size_t shm_bytes_per_rank = 0;
+  size_t shm_host_bytes = 0;
+  int shm_host_ranks = 1;
 };
 HostMap gather_host_map(Bootstrap& boot, double timeout_s);
+
+// /dev/shm's size and what it has available now, in bytes (statvfs);
+// false where it cannot be read. For messages: sizing decisions use the
+// host exchange's figures, which every rank shares.
+bool dev_shm_space(uint64_t* total, uint64_t* available);
 
 }  // namespace coll
