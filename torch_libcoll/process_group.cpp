@@ -488,7 +488,7 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkLibcoll::getFuture() { return future
 ProcessGroupLibcoll::ProcessGroupLibcoll(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                          int size, std::chrono::milliseconds timeout,
                                          bool default_group)
-    : c10d::ProcessGroup(rank, size) {
+    : c10d::ProcessGroup(rank, size), store_(store), timeout_(timeout) {
   std::lock_guard<std::mutex> lock(start_mutex());
   coll_comm_t world = init_world(timeout, store, rank, size, default_group);
   int world_rank = 0, world_size = 0;
@@ -897,12 +897,117 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::barrier(const c10d::BarrierO
   return work;
 }
 
-// A barrier that ends in an error, not a hang, when a rank is missing:
-// libcoll's barrier fails at COLL_TIMEOUT (or at once on a dead peer),
-// naming what it saw. It cannot name every missing rank as Gloo's does.
+// Gloo's monitored barrier: every rank reports to rank 0, which waits up to
+// the timeout for each in turn and raises naming the first that did not
+// report (every one, with wait_all_ranks); otherwise it releases them.
+// It runs through the group's store, not libcoll: libcoll's timeout is the
+// process's COLL_TIMEOUT, not one a call; a collective that times out
+// leaves its communicator unusable (sticky errors), so that a debugging aid
+// would break the group it checks; and a collective cannot say which ranks
+// it waited for. Through the store, a failed monitored barrier leaves the
+// group usable, and the late ranks fail too when they arrive, from the
+// verdict that rank 0 left (none waits for a rank 0 that already gave up).
+//   libcoll/monitored/N/arrived/R   set by rank R on entering barrier N
+//   libcoll/monitored/N/verdict     set by rank 0: "" (passed) or the error's text
 void ProcessGroupLibcoll::monitoredBarrier(const c10d::BarrierOptions& opts,
-                                           bool /*wait_all_ranks*/) {
-  barrier(opts)->wait();
+                                           bool wait_all_ranks) {
+  using clock = std::chrono::steady_clock;
+  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const auto start = clock::now();
+  const uint64_t n = ++monitored_barriers_;
+  const auto key = [](uint64_t barrier, const std::string& what) {
+    return "libcoll/monitored/" + std::to_string(barrier) + "/" + what;
+  };
+  const auto arrived = [&](uint64_t barrier, int r) {
+    return key(barrier, "arrived/" + std::to_string(r));
+  };
+  // Whether key k is set by the deadline, polled with check: not with
+  // Store::wait's timeout, since a TCPStore client whose wait timed out
+  // still gets the server's answer once the key comes, read as the answer
+  // to its next request (the next call fails, "Broken pipe" or garbage).
+  const auto wait_for = [&](const std::string& k, clock::time_point deadline) {
+    auto pause = std::chrono::milliseconds(1);
+    for (;;) {
+      if (store_->check({k})) return true;
+      if (clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    }
+  };
+  // Keys of finished barriers that nobody reads again; a FileStore cannot
+  // delete (it throws), so they stay there.
+  const auto forget = [&](const std::string& k) {
+    try {
+      store_->deleteKey(k);
+    } catch (const std::exception&) {
+    }
+  };
+  const std::string verdict = key(n, "verdict");
+  // The store's own failures (its server, in rank 0's process for a
+  // TCPStore, gone: rank 0 may have failed and left before a late rank came)
+  // say where they come from.
+  const auto store_failed = [&](const std::exception& e) {
+    TORCH_CHECK(false, "libcoll: monitoredBarrier on rank ", rank_, ": torch's store failed",
+                rank_ != 0 ? " (rank 0, whose process serves a TCPStore, may have left)" : "",
+                ": ", e.what());
+  };
+
+  if (rank_ == 0) {
+    std::string error;
+    try {
+      store_->set(arrived(n, 0), {});
+      const auto deadline = start + timeout;
+      std::vector<int> missing;
+      for (int r = 1; r < size_; ++r) {
+        // Once one is missing, the time is up: the others are only checked.
+        if (!wait_for(arrived(n, r), missing.empty() ? deadline : start)) {
+          missing.push_back(r);
+          if (!wait_all_ranks) break;
+        }
+      }
+      if (!missing.empty()) {
+        std::string ranks;
+        for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+        error = std::string(missing.size() == 1 ? "Rank " : "Ranks ") + ranks +
+                " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms";
+      }
+      store_->set(verdict, bytes_of(error));
+      if (error.empty()) {
+        // Every rank has entered barrier n, so every one has read verdict n-1.
+        for (int r = 0; r < size_; ++r) {
+          if (r > 0) forget(arrived(n, r));
+          if (n > 1) forget(arrived(n - 1, r));
+        }
+        if (n > 1) forget(key(n - 1, "verdict"));
+      }
+    } catch (const std::exception& e) {
+      store_failed(e);
+    }
+    TORCH_CHECK(error.empty(), "libcoll: ", error);
+    return;
+  }
+  // Rank 0 gives its verdict within the timeout of its own arrival: wait a
+  // timeout for it; past that, rank 0 missing is this rank's verdict.
+  bool zero_arrived = true, decided = false;
+  std::vector<uint8_t> text;
+  try {
+    store_->set(arrived(n, rank_), {});
+    decided = wait_for(verdict, start + timeout);
+    if (!decided) {
+      zero_arrived = store_->check({arrived(n, 0)});
+      if (zero_arrived) decided = wait_for(verdict, clock::now() + timeout);
+    }
+    if (decided) text = store_->get(verdict);
+  } catch (const std::exception& e) {
+    store_failed(e);
+  }
+  TORCH_CHECK(zero_arrived, "libcoll: Rank 0 failed to pass monitoredBarrier in ",
+              timeout.count(), " ms (rank ", rank_, " waited for it)");
+  TORCH_CHECK(decided, "libcoll: rank ", rank_,
+              " reached monitoredBarrier, but rank 0 gave no verdict within ",
+              2 * timeout.count(), " ms");
+  TORCH_CHECK(text.empty(), "libcoll: rank ", rank_,
+              " reached monitoredBarrier, but rank 0 reports: ", std::string(text.begin(), text.end()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::send(std::vector<at::Tensor>&, int, int) {

@@ -113,6 +113,7 @@ class ProcessGroupLibcoll : public c10d::ProcessGroup {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Gloo's monitored barrier, through the group's store (see the .cpp).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
@@ -131,6 +132,12 @@ class ProcessGroupLibcoll : public c10d::ProcessGroup {
               const std::function<int(coll_request_t*)>& start);
 
   coll_comm_t comm_ = COLL_COMM_NULL;
+  // For monitoredBarrier: the group's store (torch's, prefixed for this
+  // group), its timeout, and how many monitored barriers it has entered
+  // (the same count on every member: they enter them in the same order).
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  uint64_t monitored_barriers_ = 0;
 };
 
 // Stops the progress thread (after the works it holds complete) and

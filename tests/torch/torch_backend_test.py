@@ -2,8 +2,10 @@
     collrun -np N python3 torch_backend_test.py
 Every collective x dtype against closed forms (and against Gloo where Gloo
 has the op), non-contiguous tensors, async work and futures, subgroups,
-unsupported calls, and a small DDP model trained on libcoll and on Gloo.
+monitored_barrier (late ranks named), unsupported calls, and a small DDP
+model trained on libcoll and on Gloo.
 Any failed check ends this rank with status 1 (collrun ends the job)."""
+import datetime
 import functools
 import os
 import sys
@@ -337,6 +339,46 @@ def test_subgroups():
              f"all_reduce on subgroup {others}")
 
 
+def test_monitored_barrier(gloo):
+    mb = torch_libcoll.monitored_barrier
+    mb()  # the group's timeout
+    mb(timeout=datetime.timedelta(seconds=60), wait_all_ranks=True)
+    mb(gloo)  # handed to torch's own
+    sub = [0, size - 1]
+    g = dist.new_group(sub, backend="libcoll")
+    mb(g)  # a rank outside it returns at once
+
+    def late(ranks, wait_all, want):
+        """ranks sleep past a 1 s timeout: every rank raises, rank 0 with
+        `want`, the others with rank 0's text; none waits long."""
+        dist.barrier()
+        start = time.time()
+        if rank in ranks:
+            time.sleep(3)
+        try:
+            mb(timeout=datetime.timedelta(seconds=1), wait_all_ranks=wait_all)
+            check(False, f"monitored_barrier with ranks {ranks} late raised nothing")
+        except RuntimeError as e:
+            text = str(e)
+            check(want in text and (rank == 0 or "rank 0 reports" in text),
+                  f"monitored_barrier with ranks {ranks} late (wait_all_ranks={wait_all}): "
+                  f"{text}")
+        check(time.time() - start < 20, "monitored_barrier took 20 s to fail")
+
+    late([size - 1], False, f"Rank {size - 1} failed to pass monitoredBarrier in 1000 ms")
+    if size >= 3:
+        others = list(range(1, size))
+        late(others, True,
+             f"Ranks {', '.join(map(str, others))} failed to pass monitoredBarrier in 1000 ms")
+        late(others, False, "Rank 1 failed to pass monitoredBarrier in 1000 ms")
+    # The group still works, monitored barriers included.
+    mb(wait_all_ranks=True)
+    t = make(rank, 3, torch.int32)
+    dist.all_reduce(t)
+    same(t, reduce_closed("SUM", [make(q, 3, torch.int32) for q in range(size)]),
+         "all_reduce after a failed monitored_barrier")
+
+
 def test_unsupported():
     for call in (lambda: dist.send(torch.ones(2), dst=(rank + 1) % size),
                  lambda: dist.recv(torch.ones(2), src=(rank + 1) % size),
@@ -418,6 +460,7 @@ def main():
              ("alltoall", test_alltoall),
              ("async", test_async),
              ("subgroups", test_subgroups),
+             ("monitored_barrier", lambda: test_monitored_barrier(gloo)),
              ("unsupported", test_unsupported),
              ("ddp", lambda: test_ddp(gloo))]
     only = os.environ.get("TORCH_LIBCOLL_TESTS")
