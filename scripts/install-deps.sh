@@ -9,6 +9,7 @@ PKGS=(
   libclang-rt-dev                                    # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
   valgrind                                           # memcheck of a job (tests/mp: mp_valgrind_*)
   cmake build-essential dpkg-dev debhelper lintian   # scripts/package-test.sh
+  dh-python                                          # the .deb of torch_libcoll (dh-sequence-python3)
   man-db groff-base                                  # man, groff: man/check-man.sh
   libgtest-dev libgmock-dev
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core

@@ -7,11 +7,16 @@
 #      libcoll::libcoll; the CMake package finds its prefix from where it
 #      lies), each run under the destdir's collrun -np 3; man pages.
 #   2. The Debian packages: dpkg-buildpackage -us -uc -b in a copy of the
-#      tree, lintian (no errors), dpkg -i of libcoll0, libcoll-dev and
-#      collrun, the same two programs built against the system's libcoll and
-#      run under /usr/bin/collrun -np 3, `man coll_allreduce`, `man collrun`;
-#      then the packages are purged again, so that nothing installed is left
-#      to shadow a later build (also on failure).
+#      tree, lintian (no errors), dpkg -i of libcoll0, libcoll-dev, collrun
+#      and python3-torch-libcoll, the same two programs built against the
+#      system's libcoll and run under /usr/bin/collrun -np 3, `man
+#      coll_allreduce`, `man collrun`, and torch_libcoll imported from the
+#      package (not the build tree) for an all_reduce under /usr/bin/collrun
+#      -np 2; then the packages are purged again, so that nothing installed
+#      is left to shadow a later build (also on failure). Where torch's
+#      build dependencies are missing (python3-torch, libtorch-dev,
+#      pybind11-dev, dh-python: scripts/install-deps.sh), the build profile
+#      pkg.libcoll.notorch leaves python3-torch-libcoll out, saying so.
 # scripts/test.sh calls it after the plain suite. Needs root for part 2.
 #
 #   scripts/package-test.sh [BUILD_DIR]
@@ -22,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 ranks=3
-packages=(libcoll0 libcoll-dev collrun)
+packages=(libcoll0 libcoll-dev collrun python3-torch-libcoll)
 
 say() { echo "package-test: $*"; }
 die() {
@@ -178,6 +183,18 @@ for package in "${packages[@]}"; do
   fi
 done
 
+# The torch backend's package where its build dependencies are here (they
+# are in CI); else the profile that leaves it out (dpkg-buildpackage checks
+# the build dependencies with the same profiles).
+profiles=
+if ! missing=$(dpkg-checkbuilddeps 2>&1); then
+  dpkg-checkbuilddeps -P pkg.libcoll.notorch > /dev/null 2>&1 ||
+    die "build dependencies missing (scripts/install-deps.sh): $missing"
+  profiles=pkg.libcoll.notorch
+  say "building without python3-torch-libcoll (profile $profiles): $missing"
+  packages=(libcoll0 libcoll-dev collrun)
+fi
+
 # dpkg-buildpackage writes beside the source tree: build in a copy (the
 # files git knows, tracked or not ignored), so nothing lands outside $work.
 src=$work/src/libcoll-$version
@@ -187,7 +204,7 @@ git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' 
 done | tar --null -T - -cf - | tar -xf - -C "$src"
 start=$SECONDS
 (cd "$src" && DEB_BUILD_OPTIONS="parallel=2 nocheck noautodbgsym" \
-  dpkg-buildpackage -us -uc -b > "$work/dpkg-buildpackage.log" 2>&1) ||
+  dpkg-buildpackage -us -uc -b ${profiles:+-P"$profiles"} > "$work/dpkg-buildpackage.log" 2>&1) ||
   die "dpkg-buildpackage failed: $(tail -n 40 "$work/dpkg-buildpackage.log")"
 say "dpkg-buildpackage -us -uc -b: $((SECONDS - start)) s"
 changes=$(ls "$work"/src/libcoll_"$changelog_version"_*.changes)
@@ -233,4 +250,31 @@ case $found in
 esac
 run_smoke ".deb, CMake" /usr/bin/collrun "$work/cmake-deb/smoke_cmake"
 check_man
+
+# torch_libcoll from the package: Debian's python3 finds it in
+# /usr/lib/python3/dist-packages (no PYTHONPATH, run from $work so that
+# no build tree is on the path), and it runs an all_reduce.
+if [ -z "$profiles" ]; then
+  cat > "$work/torch_smoke.py" << 'EOF'
+import os
+import torch
+import torch.distributed as dist
+import torch_libcoll
+dist.init_process_group("libcoll")
+rank, size = dist.get_rank(), dist.get_world_size()
+t = torch.full((4,), float(rank + 1))
+dist.all_reduce(t)
+assert t.tolist() == [size * (size + 1) / 2] * 4, f"rank {rank}: all_reduce gave {t}"
+if rank == 0:
+    print(f"torch_libcoll from {os.path.dirname(torch_libcoll.__file__)}: all_reduce correct "
+          f"on {size} ranks (torch {torch.__version__})", flush=True)
+dist.destroy_process_group()
+EOF
+  out=$(cd "$work" && env -u PYTHONPATH OMP_NUM_THREADS=1 timeout 120 \
+    /usr/bin/collrun -np 2 /usr/bin/python3 "$work/torch_smoke.py" 2>&1) ||
+    die ".deb, torch: collrun -np 2 python3 torch_smoke.py failed: $out"
+  echo "$out" | grep -q "^torch_libcoll from /usr/lib/python3/dist-packages/torch_libcoll: all_reduce correct on 2 ranks" ||
+    die ".deb, torch: unexpected output (not the package's torch_libcoll?): $out"
+  say ".deb, torch: $out"
+fi
 say "passed"
