@@ -1,7 +1,9 @@
 // COLL_REPRODUCIBLE=exact: a floating-point sum whose bits depend on the
 // multiset of contributions alone - not on their order, the number of
-// ranks, the algorithm, chunks or transport. The arithmetic only; the
-// schedules that move it are algorithms/exact_reduction.cpp.
+// ranks, the algorithm, chunks or transport. The arithmetic only
+// (exact_kernels.cpp; the scalar code it replaced is the unit test's
+// reference, tests/unit/exact_sum_reference.cpp); the schedules that move
+// it are algorithms/exact_reduction.cpp.
 //
 // The definition (docs/architecture.md, "Reproducible reductions"), per
 // element of the vector:
@@ -17,7 +19,7 @@
 //      A contribution within 2^(P - 52) (double; 2^(P - 23) float) of the
 //      largest is exact on that grid; a smaller one moves by at most half a
 //      grid step. The sum S of the q is an integer sum: exact, associative,
-//      any schedule gives it (exact_sum.cpp, Accumulator, has the headroom).
+//      any schedule gives it (exact_kernels.cpp, Accumulator, has the headroom).
 //   3. The result is S * 2^g rounded once, to nearest, ties to even, into
 //      the type (overflow: infinity; S = 0: +0). With E = 0 (every
 //      contribution -0) it is -0; with E = 0xffff it is NaN if any
@@ -31,6 +33,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace coll {
 
@@ -43,7 +47,16 @@ bool exact_sum_applies(int datatype, int op);
 // elements: contribution r of element i is element r * stride + i of `in`
 // (rows of a matrix); out[i] gets element i's sum. out may be in when
 // rows is 1.
+// The kernels are exact_kernels.cpp's, built per instruction set; the
+// widest that the CPU runs is used (all give the same bits).
 void exact_sum_rows(int datatype, const void* in, size_t rows, size_t stride, size_t count,
                     void* out);
+
+// For the tests and the kernel benchmark: the kernel builds this CPU runs
+// ("baseline", "avx2", "avx512"), and exact_sum_rows with one of them
+// (false: not built, not supported here, or not an exact-mode type).
+std::vector<std::string> exact_sum_kernel_sets();
+bool exact_sum_rows_with(const std::string& isa, int datatype, const void* in, size_t rows,
+                         size_t stride, size_t count, void* out);
 
 }  // namespace coll
