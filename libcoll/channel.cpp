@@ -530,19 +530,29 @@ Task Channel::quiesce() {
   // operation we will never join, and fails at once (COLL_ERR_PEER_LOST)
   // instead of at COLL_TIMEOUT; posted after every other write of ours, it
   // lands after them, so a peer that sees it has everything we sent.
+  // A peer that is gone already (it finalized before us, its process
+  // ended) needs neither: it is skipped, not a failure of this rank's
+  // finalize. Failing here would fail the communicator, whose failure
+  // notice (notify_failed) would replace the `left` notice at the peers
+  // that had it, and the rest would never get it: they could no longer
+  // tell this rank's clean leave from a death (coll_comm_get_failed).
   static constexpr uint64_t kLeft = kFinalized;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     const RemoteRegion& w = peers_[size_t(p)];
-    if (sent_[size_t(p)] != 0 || received_[size_t(p)] != 0) {
-      const uint64_t consumed = received_[size_t(p)];
-      post(p, counted_context(), &consumed, sizeof consumed, nullptr, kWriteSignaled,
-           w.addr + layout_.credit(rank_), w.rkey);
+    try {
+      if (sent_[size_t(p)] != 0 || received_[size_t(p)] != 0) {
+        const uint64_t consumed = received_[size_t(p)];
+        post(p, counted_context(), &consumed, sizeof consumed, nullptr, kWriteSignaled,
+             w.addr + layout_.credit(rank_), w.rkey);
+      }
+      // kWriteLeaving: where connections are made on first use, a peer we
+      // have none with learns it from being refused (transport.hpp).
+      post(p, counted_context(), &kLeft, sizeof kLeft, nullptr, kWriteSignaled | kWriteLeaving,
+           w.addr + layout_.left(rank_), w.rkey);
+    } catch (const Error& e) {
+      if (e.status() != COLL_ERR_PEER_LOST) throw;
     }
-    // kWriteLeaving: where connections are made on first use, a peer we
-    // have none with learns it from being refused (transport.hpp).
-    post(p, counted_context(), &kLeft, sizeof kLeft, nullptr, kWriteSignaled | kWriteLeaving,
-         w.addr + layout_.left(rank_), w.rkey);
   }
   co_await flush();
   if (hierarchy_) {

@@ -854,16 +854,37 @@ bool Communicator::check_revoked() {
   return revoked();
 }
 
+// A member that finalized left; it did not fail, and is not one of the
+// failed (ULFM's: a process that called MPI_Finalize is not a failed one).
+// Its `left` notice (Channel::quiesce, posted after every other write of
+// its coll_finalize, on each of its communicators that had not failed) is
+// in this communicator's window or the world's; from then on its
+// transport may well say it is gone (shm: its segment closed, its process
+// exited; tcp: its stream closed, its listener refusing), which is what
+// counted it before. A peer whose notice did not reach this rank - tcp
+// without a stream between the two (the notice is dropped rather than
+// dialed), or a member whose communicators had all failed before it
+// finalized - cannot be told from a dead one, and still counts.
+bool Communicator::member_left(int r) {
+  if (channel_->peer_left(r)) return true;
+  Communicator& world = ctx_.world();
+  const int w = channel_->transport_rank(r);
+  return &world != this && w != world.rank() && world.channel().peer_left(w);
+}
+
 const std::vector<int>& Communicator::refresh_failed() {
   for (int r = 0; r < size(); ++r) {
     if (r == rank() || std::find(failed_.begin(), failed_.end(), r) != failed_.end()) continue;
+    if (member_left(r)) continue;
     const int world = channel_->transport_rank(r);
     bool dead = ctx_.known_dead(world);
     if (!dead) {
       try {
         ctx_.transport().check_peer(world);
       } catch (const Error& e) {
-        dead = e.status() == COLL_ERR_PEER_LOST;
+        // The check may have applied the notice just now (tcp reads its
+        // streams there: the notice, then the stream's end).
+        dead = e.status() == COLL_ERR_PEER_LOST && !member_left(r);
       }
     }
     if (dead) failed_.push_back(r);

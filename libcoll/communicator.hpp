@@ -205,8 +205,11 @@ class Communicator {
   bool check_revoked();
   // The members known failed here, in the order learned: the transport's
   // verdict on each member (Transport::check_peer), and what the survivor
-  // rounds of shrink and agree found (Context::known_dead).
+  // rounds of shrink and agree found (Context::known_dead); never a member
+  // that finalized (member_left).
   const std::vector<int>& refresh_failed();
+  // Member r finalized: its `left` notice is here or on the world's channel.
+  bool member_left(int r);
   // coll_comm_ack_failed: acknowledges the first n of refresh_failed()'s
   // list (never fewer than before); returns how many are acknowledged.
   size_t ack_failed(size_t n);

@@ -10,7 +10,8 @@
 # a call (inside it) x allreduce, bcast, allgather, alltoall, reduce and
 # barrier; then two victims at once, a death during the shrink, and a
 # SIGSTOPped peer (the launcher kills it when it does not join the
-# survivors' round within COLL_TIMEOUT). Each job must exit 0 (every
+# survivors' round within COLL_TIMEOUT); and ranks that finalize early
+# (clean leaves), which coll_comm_get_failed must not list. Each job must exit 0 (every
 # survivor recovered), print one "recovered" line per survivor, and leave
 # no coll-* entry in /dev/shm. Prints a table (runs, recovered, failed,
 # hangs: jobs that the launcher's --timeout ended) and the median and worst
@@ -73,6 +74,8 @@ job two 5 3 -- allreduce 1,3 4              # two at once
 job late 5 3 -- bcast 4 2 1                  # rank 1 dies during the shrink
 job late 5 2 -- allgather 0,4 3 2            # two, and one during the shrink
 job stop 4 3 -- allreduce 2 -2               # a silent (stopped) peer
+job leave 4 3 -- allreduce 3 -3              # the last rank finalizes early: not failed
+job leave 5 3 -- allreduce 0,2 -3            # two, rank 0 among them
 
 detection=$(sort -n "$times" | awk '{v[NR] = $1} END {
   if (NR) printf "%.2f | %.2f", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), v[NR];

@@ -23,7 +23,13 @@
  *   - frees them and finalizes.
  * Prints "recovery rank R: recovered, N ranks; the failed call took T ms"
  * (T: from the call's start to its error, the detection where the victim
- * died before it) and exits 0; any check that fails prints why and exits 3. */
+ * died before it) and exits 0; any check that fails prints why and exits 3.
+ *
+ * AT = -3: no one dies; the ranks in VICTIMS leave cleanly (leave_cleanly
+ * below: coll_finalize, exit 0) while the others still run, and a rank
+ * that finalized is not a failed one: once the leavers' processes are
+ * gone, coll_comm_get_failed lists none of them, on the world or on a dup
+ * (before the fix it listed every one: their transport said "gone"). */
 #define _POSIX_C_SOURCE 200809L
 #include <coll/coll.h>
 #include <signal.h>
@@ -31,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N 1000
 
@@ -82,6 +89,100 @@ static int listed(const int *list, int n, int r) {
   return 0;
 }
 
+/* Whether process pid has exited (gone, or a zombie its launcher has not
+ * reaped yet). */
+static int exited(int pid) {
+  char path[64], state = 0;
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 1;
+  const int got = fscanf(f, "%*d %*s %c", &state);
+  fclose(f);
+  return got == 1 && (state == 'Z' || state == 'X');
+}
+
+/* AT = -3. Every pair first exchanges something (an alltoall: over tcp
+ * every pair then has its stream, which carries the `left` notice of a
+ * rank that finalizes; where there is none the notice is dropped, and the
+ * leaver cannot be told from a dead rank). Then a bcast on a dup that the
+ * others refuse (a root past the end) fails everywhere, and the dup with it:
+ * so a leaver's coll_finalize skips the launcher's barrier, and its process
+ * ends while the others still run. A leaver finalizes and exits 0. The others wait until every
+ * leaver's process is gone (its segment closed, its streams reset: what the
+ * transport reports as a lost peer), then ask coll_comm_get_failed on the
+ * world and on the dup, twenty times over 200 ms (tcp's checks dial in the
+ * background): none may be listed. They free the dup and meet on a
+ * split of their own before they finalize, so that no one of them leaves
+ * before every other has asked. */
+static int leave_cleanly(const int *victims, int nvictims, int size, int *send, int *recv) {
+  coll_comm_t world = coll_comm_world();
+  CHECK(size <= 64, "at most 64 ranks");
+  int pid = (int)getpid(), pids[64];
+  CHECK(coll_allgather(&pid, pids, 1, COLL_INT32, world) == COLL_SUCCESS, "allgather: %s",
+        coll_comm_last_error(world));
+  for (int j = 0; j < size; ++j) send[j] = g_rank * 100 + j;
+  CHECK(coll_alltoall(send, recv, 1, COLL_INT32, world) == COLL_SUCCESS, "alltoall: %s",
+        coll_comm_last_error(world));
+  for (int j = 0; j < size; ++j)
+    CHECK(recv[j] == j * 100 + g_rank, "alltoall [%d] = %d", j, recv[j]);
+  const int leaving = listed(victims, nvictims, g_rank);
+  coll_comm_t stay = COLL_COMM_NULL, dup = COLL_COMM_NULL;
+  CHECK(coll_comm_split(world, leaving ? COLL_UNDEFINED : 0, 0, &stay) == COLL_SUCCESS,
+        "split: %s", coll_comm_last_error(world));
+  CHECK(coll_comm_dup(world, &dup) == COLL_SUCCESS, "dup: %s", coll_comm_last_error(world));
+  /* The others refuse a bcast on the dup (a root past the end) that the
+   * leavers accept, from the first of the others (so they wait for it): it
+   * fails everywhere with COLL_ERR_INVALID_ARG, and the dup with it. */
+  int first_staying = 0;
+  while (listed(victims, nvictims, first_staying)) ++first_staying;
+  CHECK(first_staying < size, "someone must stay");
+  const int root = leaving ? first_staying : size + 5;
+  const int refused = coll_bcast(send, 1, COLL_INT32, root, dup);
+  CHECK(refused == COLL_ERR_INVALID_ARG, "a bcast to root %d on the dup: %d (%s), want "
+        "COLL_ERR_INVALID_ARG", root, refused, coll_comm_last_error(dup));
+  if (leaving) {
+    CHECK(coll_finalize() == COLL_SUCCESS, "finalize: %s", coll_comm_last_error(COLL_COMM_NULL));
+    printf("recovery rank %d: finalized and left\n", g_rank);
+    fflush(stdout);
+    exit(0);
+  }
+  for (int k = 0; k < nvictims; ++k) {
+    int waited = 0;
+    for (; waited < 10000 && !exited(pids[victims[k]]); waited += 10) {
+      const struct timespec nap = {0, 10 * 1000 * 1000};
+      nanosleep(&nap, NULL);
+    }
+    CHECK(exited(pids[victims[k]]), "rank %d (pid %d) still runs after 10 s", victims[k],
+          pids[victims[k]]);
+  }
+  for (int k = 0; k < 20; ++k) {
+    coll_comm_t comms[2] = {world, dup};
+    for (int c = 0; c < 2; ++c) {
+      int failed[64], nfailed = -1;
+      CHECK(coll_comm_get_failed(comms[c], 64, failed, &nfailed) == COLL_SUCCESS,
+            "get_failed: %s", coll_comm_last_error(comms[c]));
+      CHECK(nfailed == 0, "get_failed on the %s lists %d ranks, the first %d, which finalized",
+            c ? "dup" : "world", nfailed, failed[0]);
+    }
+    const struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  /* The failed dup goes (a rank with a failed communicator would skip
+   * the launcher's barrier at coll_finalize, and could tear down its
+   * windows while another of those who stay still completes the barrier
+   * below with it). */
+  CHECK(coll_comm_free(&dup) == COLL_SUCCESS, "free the dup: %s",
+        coll_comm_last_error(COLL_COMM_NULL));
+  CHECK(coll_barrier(stay) == COLL_SUCCESS, "barrier of those who stay: %s",
+        coll_comm_last_error(stay));
+  printf("recovery rank %d: recovered, %d ranks; the leavers are not failed\n", g_rank,
+         size - nvictims);
+  fflush(stdout);
+  free(send);
+  free(recv);
+  return coll_finalize() == COLL_SUCCESS ? 0 : 3;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: %s COLLECTIVE VICTIMS AT [LATE]\n", argv[0]);
@@ -106,6 +207,7 @@ int main(int argc, char **argv) {
   int *send = calloc((size_t)N * (size_t)size, sizeof *send);
   int *recv = calloc((size_t)N * (size_t)size, sizeof *recv);
   if (!send || !recv) return 1;
+  if (at == -3) return leave_cleanly(victims, nvictims, size, send, recv);
 
   /* 1. The loop, until the failure. */
   int status = COLL_SUCCESS, i = 0;
