@@ -934,8 +934,8 @@ void ProcessGroupLibcoll::monitoredBarrier(const c10d::BarrierOptions& opts,
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
   };
-  // Keys of finished barriers that nobody reads again; a FileStore cannot
-  // delete (it throws), so they stay there.
+  // Keys of finished barriers that nobody reads again (a store that cannot
+  // delete keys, whose deleteKey throws, keeps them).
   const auto forget = [&](const std::string& k) {
     try {
       store_->deleteKey(k);
