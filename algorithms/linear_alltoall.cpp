@@ -10,6 +10,13 @@
 // In place, each block's chunk c is sent from where the chunk from that
 // peer goes: the round's receives come after a flush.
 //
+// Large blocks of the regular form (not in place) go zero-copy
+// (direct_blocks.hpp): every rank exposes each peer's block of its recvbuf
+// to that peer, writes its own blocks straight into the peers' recvbufs,
+// then waits for the n - 1 that come in: one copy of every byte instead of
+// two. Its deadlock argument is direct_blocks.hpp's: the exposures come
+// first, and every pair carries one message each way.
+//
 // Deadlock freedom: order the work by (round, send before receive). A
 // receive of round c waits for the peer's send of round c; a send waits
 // for the release of an earlier chunk on the same pair, made in the
@@ -21,9 +28,26 @@
 #include "algorithms.hpp"
 #include "blocks.hpp"
 #include "channel.hpp"
+#include "direct_blocks.hpp"
 
 namespace coll {
 namespace {
+
+Task direct(Channel& ch, const Args& a, size_t block) {
+  const int n = ch.size(), r = ch.rank();
+  const auto* in = static_cast<const char*>(a.sendbuf);
+  auto* out = static_cast<char*>(a.recvbuf);
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + n - k) % n;
+    ch.expose(p, out + size_t(p) * block, block);
+  }
+  std::memcpy(out + size_t(r) * block, in + size_t(r) * block, block);
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + k) % n;
+    co_await send_block_direct(ch, p, in + size_t(p) * block, block);
+  }
+  for (int k = 1; k < n; ++k) co_await ch.recv_direct((r + n - k) % n, block);
+}
 
 Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx) {
   const int n = ch.size(), r = ch.rank();
@@ -59,6 +83,9 @@ Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx) {
 }  // namespace
 
 Task linear_alltoall(Channel& ch, const Args& a) {
+  const size_t block = a.count * a.elem_size;
+  if (!a.in_place && direct_block(ch, block, block * size_t(ch.size())))
+    return direct(ch, a, block);
   return linear(ch, a, Blocks::same(a.count), Blocks::same(a.count));
 }
 

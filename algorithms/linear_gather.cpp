@@ -5,6 +5,10 @@
 // gather (blocks of count) and gatherv (sendcount here, recvcounts and
 // displs at the root; an empty block is neither sent nor expected).
 //
+// Large blocks of gather go zero-copy (direct_blocks.hpp): the root
+// exposes each rank's block of its recvbuf to that rank, which writes its
+// block there itself; the root only waits for the n - 1 flags.
+//
 // Deadlock freedom: only the root receives, and the other ranks only send:
 // a send waits for the root's release of an earlier chunk from the same
 // rank, which the root makes right after receiving it; the root waits only
@@ -14,9 +18,30 @@
 #include "algorithms.hpp"
 #include "blocks.hpp"
 #include "channel.hpp"
+#include "direct_blocks.hpp"
 
 namespace coll {
 namespace {
+
+bool goes_direct(const Channel& ch, const Args& a) {
+  return direct_block(ch, a.count_bytes(), a.count_bytes() * size_t(ch.size()));
+}
+
+Task direct(Channel& ch, const Args& a) {
+  const int n = ch.size(), r = ch.rank(), root = a.root;
+  const size_t block = a.count_bytes();
+  if (r != root) {
+    co_await send_block_direct(ch, root, static_cast<const char*>(a.sendbuf), block);
+    co_return;
+  }
+  auto* out = static_cast<char*>(a.recvbuf);
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    ch.expose(i, out + size_t(i) * block, block);
+  }
+  if (a.sendbuf != out + size_t(r) * block) std::memcpy(out + size_t(r) * block, a.sendbuf, block);
+  for (int k = 1; k < n; ++k) co_await ch.recv_direct((root + k) % n, block);
+}
 
 Task linear(Channel& ch, const Args& a, size_t send_bytes_here, Blocks at_root) {
   const int n = ch.size(), r = ch.rank(), root = a.root;
@@ -73,6 +98,7 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t send_bytes_here
 }  // namespace
 
 bool linear_gather_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
+  if (goes_direct(ch, a)) return false;
   return linear_now(ch, a, polls, a.bytes, Blocks::same(a.count));
 }
 
@@ -82,6 +108,7 @@ bool linear_gatherv_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: 
 }
 
 Task linear_gather(Channel& ch, const Args& a) {
+  if (goes_direct(ch, a)) return direct(ch, a);
   return linear(ch, a, a.bytes, Blocks::same(a.count));
 }
 

@@ -4,6 +4,10 @@
 // count) and scatterv (sendcounts and displs at the root, recvcount here;
 // an empty block is neither sent nor expected).
 //
+// Large blocks of scatter go zero-copy (direct_blocks.hpp): every other
+// rank exposes its recvbuf to the root, which writes each block there
+// itself; the receivers only wait for the flag.
+//
 // Deadlock freedom: only the root sends; a send waits for the release of
 // an earlier chunk on the same pair, which its receiver makes right after
 // receiving it, and the receivers wait for nothing else.
@@ -12,9 +16,31 @@
 #include "algorithms.hpp"
 #include "blocks.hpp"
 #include "channel.hpp"
+#include "direct_blocks.hpp"
 
 namespace coll {
 namespace {
+
+bool goes_direct(const Channel& ch, const Args& a) {
+  return direct_block(ch, a.count_bytes(), a.count_bytes() * size_t(ch.size()));
+}
+
+Task direct(Channel& ch, const Args& a) {
+  const int n = ch.size(), r = ch.rank(), root = a.root;
+  const size_t block = a.count_bytes();
+  auto* out = static_cast<char*>(a.recvbuf);
+  if (r != root) {
+    ch.expose(root, out, block);
+    co_await ch.recv_direct(root, block);
+    co_return;
+  }
+  const auto* in = static_cast<const char*>(a.sendbuf);
+  for (int k = 1; k < n; ++k) {
+    const int i = (root + k) % n;
+    co_await send_block_direct(ch, i, in + size_t(i) * block, block);
+  }
+  if (out != in + size_t(r) * block) std::memcpy(out, in + size_t(r) * block, block);
+}
 
 Task linear(Channel& ch, const Args& a, size_t recv_bytes_here, Blocks at_root) {
   const int n = ch.size(), r = ch.rank(), root = a.root;
@@ -73,6 +99,7 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t recv_bytes_here
 }  // namespace
 
 bool linear_scatter_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
+  if (goes_direct(ch, a)) return false;
   return linear_now(ch, a, polls, a.bytes, Blocks::same(a.count));
 }
 
@@ -82,6 +109,7 @@ bool linear_scatterv_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest:
 }
 
 Task linear_scatter(Channel& ch, const Args& a) {
+  if (goes_direct(ch, a)) return direct(ch, a);
   return linear(ch, a, a.bytes, Blocks::same(a.count));
 }
 

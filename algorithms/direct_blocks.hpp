@@ -1,0 +1,42 @@
+// Zero-copy blocks for the one-step algorithms (linear alltoall, gather,
+// scatter): the receiver exposes where a block goes (Channel::expose), the
+// sender writes it there itself (CMA on shm, an RDMA write, a tcp frame
+// applied in place) and only the flag goes through a slot. The block moves
+// once instead of twice (into the receiver's window, then out of it).
+//
+// A block goes as one direct message: at most Channel::kMaxDirectMessage
+// bytes (direct_block), so that every pair carries at most one message a
+// call in each direction and no send waits for a credit that only a later
+// receive of the peer's would give back. A pair has one exposure box per
+// direction, so a rank exposes at most one buffer to a peer per call.
+//
+// Deadlock freedom, for the callers: expose() waits for nothing, and each
+// caller exposes every buffer it will receive into before it waits for
+// anything; a send then waits only for that exposure and for the pair's
+// credit (free: the pair's earlier messages were released before the
+// previous call on this channel ended); a receive waits for a send that
+// its sender makes after nothing but those.
+#pragma once
+
+#include "algorithms.hpp"
+#include "channel.hpp"
+
+namespace coll {
+
+// Whether blocks of `block` bytes, in user buffers of at most `buffer`
+// bytes, go zero-copy: alike on every rank when both sizes are (the
+// regular forms: every rank passes the same count). `buffer` bounds what
+// the communicator pinned for the call on RDMA (the senders' sources must
+// be pinned; exposures pin themselves).
+inline bool direct_block(const Channel& ch, size_t block, size_t buffer) {
+  return block > 0 && block <= Channel::kMaxDirectMessage && ch.zero_copy(block) &&
+         buffer <= ch.pinnable_bytes();
+}
+
+// Writes len bytes from src into the buffer `to` exposed for this call.
+inline Task send_block_direct(Channel& ch, int to, const char* src, size_t len) {
+  const RemoteRegion dst = co_await ch.exposed_by(to);
+  co_await ch.send_direct(to, dst, 0, src, len);
+}
+
+}  // namespace coll
