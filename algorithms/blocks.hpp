@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -29,15 +30,86 @@ struct Blocks {
   size_t displ(int i) const { return counts ? displs[i] : size_t(i) * uniform; }
 };
 
+// Large temporary buffers kept for the next operation (Scratch with
+// Scratch::kReuse): fresh memory of several MiB costs a page fault and a
+// cleared page per 4 KiB at every call - the reproducible modes' rows
+// (owner_schedule.hpp) took longer to fault in than to sum. At most
+// kMaxBuffers buffers and kMaxBytes in all stay; the best fit is taken. The
+// pool is never destroyed (a Scratch may go after static destructors), so
+// its buffers stay reachable.
+class ScratchPool {
+ public:
+  static constexpr size_t kMaxBuffers = 4;
+  static constexpr size_t kMaxBytes = size_t(64) << 20;
+
+  // Memory of at least `bytes` (its capacity in `capacity`).
+  static char* take(size_t bytes, size_t& capacity) {
+    ScratchPool& p = get();
+    {
+      std::lock_guard<std::mutex> lock(p.mu_);
+      size_t best = p.free_.size();
+      for (size_t i = 0; i < p.free_.size(); ++i)
+        if (p.free_[i].capacity >= bytes &&
+            (best == p.free_.size() || p.free_[i].capacity < p.free_[best].capacity))
+          best = i;
+      if (best < p.free_.size()) {
+        const Buffer b = p.free_[best];
+        p.free_.erase(p.free_.begin() + ptrdiff_t(best));
+        p.bytes_ -= b.capacity;
+        capacity = b.capacity;
+        return b.mem;
+      }
+    }
+    capacity = bytes;
+    return static_cast<char*>(::operator new(bytes, std::align_val_t(64)));
+  }
+  // Back to the pool, or freed where it is full (or the buffer too large).
+  static void give(char* mem, size_t capacity) {
+    ScratchPool& p = get();
+    {
+      std::lock_guard<std::mutex> lock(p.mu_);
+      if (p.free_.size() < kMaxBuffers && p.bytes_ + capacity <= kMaxBytes) {
+        p.free_.push_back({mem, capacity});
+        p.bytes_ += capacity;
+        return;
+      }
+    }
+    ::operator delete(mem, std::align_val_t(64));
+  }
+
+ private:
+  struct Buffer {
+    char* mem;
+    size_t capacity;
+  };
+  static ScratchPool& get() {
+    static ScratchPool* const pool = new ScratchPool;  // never destroyed
+    return *pool;
+  }
+  std::mutex mu_;
+  std::vector<Buffer> free_;
+  size_t bytes_ = 0;
+};
+
 // Temporary memory of one run of an algorithm, freed with its coroutine
-// frame. Sends may come from it: it is pinned for the operation where the
-// transport needs local registration, and an algorithm that sends from it
-// flushes before it returns (the frame, and the memory, go before the
-// operation's final flush).
+// frame (or, with kReuse, given back to ScratchPool). Sends may come from
+// it: it is pinned for the operation where the transport needs local
+// registration, and an algorithm that sends from it flushes before it
+// returns (the frame, and the memory, go before the operation's final
+// flush).
 class Scratch {
  public:
+  enum Reuse { kReuse };
   Scratch() = default;
   Scratch(Channel& ch, size_t bytes) { allocate(ch, bytes); }
+  Scratch(Channel& ch, size_t bytes, Reuse) {
+    if (bytes == 0) return;
+    size_t capacity = 0;
+    char* mem = ScratchPool::take(bytes, capacity);
+    mem_ = std::unique_ptr<char, Free>(mem, Free{capacity});
+    bytes_ = bytes;
+    if (ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
+  }
   void allocate(Channel& ch, size_t bytes) {
     if (bytes == 0) return;
     mem_.reset(static_cast<char*>(::operator new(bytes, std::align_val_t(64))));
@@ -49,7 +121,13 @@ class Scratch {
 
  private:
   struct Free {
-    void operator()(char* p) const { ::operator delete(p, std::align_val_t(64)); }
+    size_t pooled;  // the capacity of a ScratchPool buffer; 0 (value-initialised): not pooled
+    void operator()(char* p) const {
+      if (pooled)
+        ScratchPool::give(p, pooled);
+      else
+        ::operator delete(p, std::align_val_t(64));
+    }
   };
   std::unique_ptr<char, Free> mem_;
   size_t bytes_ = 0;

@@ -379,12 +379,13 @@ bool round_tile_words(const uint64_t* __restrict sh, const uint64_t* __restrict 
     const uint64_t low = (sl[i] ^ negate) + negative;
     const uint64_t high = (sh[i] ^ negate) + (negative & uint64_t(low == 0));
     const uint64_t high_zero = uint64_t(high == 0);
-    const uint64_t lz_high = leading_zeros(high), lz_low = leading_zeros(low);
-    const uint64_t lz = high_zero ? 64 + lz_low : lz_high;  // of the 128-bit |S|
+    // The word holding the leading one, and its leading zeros (one count).
+    const uint64_t v = high_zero ? low : high, below = high_zero ? 0 : low;
+    const uint64_t lz_v = leading_zeros(v);
+    const uint64_t lz = lz_v + (high_zero << 6);  // of the 128-bit |S|
     // The top 64 bits from the leading one, and whether any bit below is set.
-    const uint64_t w = high_zero ? low << lz_low
-                                 : (high << lz_high) | ((low >> 1) >> (63 - lz_high));
-    const uint64_t sticky = high_zero ? 0 : uint64_t((low << lz_high) != 0);
+    const uint64_t w = (v << lz_v) | ((below >> 1) >> (63 - lz_v));
+    const uint64_t sticky = uint64_t((below << lz_v) != 0);
     const auto key = int64_t(keys[i]);
     int64_t lead = int64_t(127 - lz) + (key - 1 - bias - p);
     const uint64_t fine = uint64_t(key >= 2) & uint64_t(key != kSpecial) &
