@@ -228,6 +228,7 @@ TEST(ExactSum, InPlace) {
           std::vector<char> io = in;
           ASSERT_TRUE(coll::exact_sum_rows_with(isa, t.datatype, io.data(), 1, count, count,
                                                 io.data()));
+          if (count == 0) continue;  // io.data() may be null: no memcmp
           ASSERT_EQ(0, std::memcmp(want.data(), io.data(), count * t.size))
               << t.name << " " << isa << " in place, count " << count;
         }
