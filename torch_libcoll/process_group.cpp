@@ -909,6 +909,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupLibcoll::barrier(const c10d::BarrierO
 // verdict that rank 0 left (none waits for a rank 0 that already gave up).
 //   libcoll/monitored/N/arrived/R   set by rank R on entering barrier N
 //   libcoll/monitored/N/verdict     set by rank 0: "" (passed) or the error's text
+//   libcoll/monitored/N/read        a count: the ranks that have read the verdict
+// Rank 0 returns once the ranks that arrived have read the verdict (or a
+// timeout later): the server of a TCPStore lives in its process, and a
+// rank 0 that passed and then exited would take the verdict away from
+// under the others.
 void ProcessGroupLibcoll::monitoredBarrier(const c10d::BarrierOptions& opts,
                                            bool wait_all_ranks) {
   using clock = std::chrono::steady_clock;
@@ -934,7 +939,7 @@ void ProcessGroupLibcoll::monitoredBarrier(const c10d::BarrierOptions& opts,
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
     }
   };
-  // Keys of finished barriers that nobody reads again (a store that cannot
+  // Keys of a passed barrier, which nobody reads again (a store that cannot
   // delete keys, whose deleteKey throws, keeps them).
   const auto forget = [&](const std::string& k) {
     try {
@@ -972,13 +977,18 @@ void ProcessGroupLibcoll::monitoredBarrier(const c10d::BarrierOptions& opts,
                 " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms";
       }
       store_->set(verdict, bytes_of(error));
+      int arrivals = 0;
+      for (int r = 1; r < size_; ++r) arrivals += error.empty() || store_->check({arrived(n, r)});
+      const auto read_by = clock::now() + timeout;
+      auto pause = std::chrono::milliseconds(1);
+      while (store_->add(key(n, "read"), 0) < arrivals && clock::now() < read_by) {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(20));
+      }
       if (error.empty()) {
-        // Every rank has entered barrier n, so every one has read verdict n-1.
-        for (int r = 0; r < size_; ++r) {
-          if (r > 0) forget(arrived(n, r));
-          if (n > 1) forget(arrived(n - 1, r));
-        }
-        if (n > 1) forget(key(n - 1, "verdict"));
+        for (int r = 0; r < size_; ++r) forget(arrived(n, r));
+        forget(verdict);
+        forget(key(n, "read"));
       }
     } catch (const std::exception& e) {
       store_failed(e);
@@ -997,7 +1007,10 @@ void ProcessGroupLibcoll::monitoredBarrier(const c10d::BarrierOptions& opts,
       zero_arrived = store_->check({arrived(n, 0)});
       if (zero_arrived) decided = wait_for(verdict, clock::now() + timeout);
     }
-    if (decided) text = store_->get(verdict);
+    if (decided) {
+      text = store_->get(verdict);
+      store_->add(key(n, "read"), 1);
+    }
   } catch (const std::exception& e) {
     store_failed(e);
   }

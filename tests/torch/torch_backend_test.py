@@ -476,6 +476,9 @@ def main():
     if rank == 0:
         print(f"torch_backend_test: np {size}: {checks} checks on rank 0 passed "
               f"in {time.time() - start:.1f} s", flush=True)
+    # Right before the store goes (rank 0's TCPStore server with the group):
+    # rank 0 returns only once every rank has read its verdict.
+    torch_libcoll.monitored_barrier()
     dist.destroy_process_group()
 
 
