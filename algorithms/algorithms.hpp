@@ -240,6 +240,7 @@ bool linear_bcast_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task tree_barrier(Channel& ch, const Args& args);
 bool tree_barrier_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task dissemination_barrier(Channel& ch, const Args& args);
+bool dissemination_barrier_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task ring_allgather(Channel& ch, const Args& args);
 Task bruck_allgather(Channel& ch, const Args& args);
 Task ring_allgatherv(Channel& ch, const Args& args);

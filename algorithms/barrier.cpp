@@ -14,6 +14,8 @@
 // not, from every other. One message latency per round and all ranks
 // leave together: the lowest latency when every rank has its own core.
 //
+// Both have a synchronous form (NowFn) for blocking barriers.
+//
 // Deadlock freedom: each pair exchanges at most one message per direction
 // per barrier, and a channel has at least three slots per pair.
 #include <algorithm>
@@ -29,13 +31,46 @@ constexpr int kBarrierRadix = 8;
 
 }  // namespace
 
-Task dissemination_barrier(Channel& ch, const Args&) {
+namespace {
+
+// The rounds from distance `from` on; `sent`: that round's message is
+// already sent (the synchronous form hands the call over there).
+Task dissemination_from(Channel& ch, int from, bool sent) {
   const int n = ch.size(), r = ch.rank();
-  for (int k = 1; k < n; k <<= 1) {
-    co_await ch.send(ring::mod(r + k, n), nullptr, 0);
+  for (int k = from; k < n; k <<= 1, sent = false) {
+    if (!sent) co_await ch.send(ring::mod(r + k, n), nullptr, 0);
     co_await ch.recv(ring::mod(r - k, n), 0);
     co_await ch.release(ring::mod(r - k, n));
   }
+}
+
+}  // namespace
+
+Task dissemination_barrier(Channel& ch, const Args&) { return dissemination_from(ch, 1, false); }
+
+// The rounds of dissemination_from, each once its wait is satisfied within
+// the polls (an exchange's form: it sends before it waits); where a wait
+// is not, the coroutine continues from that point.
+bool dissemination_barrier_now(Channel& ch, const Args&, Polls& polls, Task& rest) {
+  const int n = ch.size(), r = ch.rank();
+  for (int k = 1; k < n; k <<= 1) {
+    const int to = ring::mod(r + k, n), from = ring::mod(r - k, n);
+    while (!ch.can_send(to)) {
+      if (!polls.next()) {
+        if (k > 1) rest = dissemination_from(ch, k, false);
+        return false;
+      }
+    }
+    ch.send_now(to, nullptr, 0);
+    while (!ch.message(from, 0)) {
+      if (!polls.next()) {
+        rest = dissemination_from(ch, k, true);
+        return false;
+      }
+    }
+    ch.release_now(from);
+  }
+  return true;
 }
 
 namespace {

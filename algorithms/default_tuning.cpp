@@ -102,6 +102,24 @@
 // 34-164, exscan 18-66 against 45-110); exscan below 512 B stays 1.5-5x
 // behind tuned's 9-22 us (bench/results/shim-2026-12-06-scan-ab/).
 //
+// The barrier decides where the next collective's ranks start, which
+// OSU's loop (a barrier, then the timed call) measures. Through the shim
+// (bench/shim-compare.sh --np 3 --repeats 5 -b all -c, 4 B - 4 KiB,
+// COLL_BARRIER_ALGO=dissemination against the tree in one alternation,
+// against the better of Open MPI tuned and han; the machine shared with
+// other developers' builds and tests), at np 3 the tree's root-first
+// release made the root of reduce, gather and gatherv wait for a rank not
+// yet scheduled: 8-26 us a call against Open MPI's 0.2-0.5, ratios up to
+// 160x; with dissemination those were 0.3-2.6 us. Over all 16
+// collectives the geometric mean of the ratio fell from 0.58 to 0.42 and
+// the points above 2x from 31 to 21, though alltoall, allreduce and exscan
+// rose (1.17 -> 1.60, 1.18 -> 1.34, 0.09 -> 0.96 in geometric mean) and the
+// points above 1x went from 67 to 73 of 166. At np 4 dissemination made
+// bcast and scatter 10-45x slower (the tree: 0.2-0.5x the peers) and at
+// np 2 bcast and scatter 1.4-1.5x the peers (the tree: 0.5-0.7x), while
+// there the tree's own barrier is 3x tuned's (two message latencies
+// against one): both keep the tree.
+//
 // Rank counts above 8 (kDefaultTuningMaxRanks) take the cost model's
 // choices (selection.cpp, cost_model.hpp: this machine's shared-memory
 // parameters, every rank on one node) instead of stretching the rules of 8
@@ -149,8 +167,9 @@ bcast         3-4    1M         ring
 bcast         5+     0          binomial
 
 # tree: rank 0 leaves first, and two waves when ranks outnumber cores
-# (barrier.cpp); dissemination on COLL_BARRIER_ALGO.
+# (barrier.cpp); dissemination at 3 ranks (see the top of this file).
 barrier       *      0          tree
+barrier       3      0          dissemination
 
 allgather     *      0          ring
 allgather     4-7    0          bruck

@@ -34,7 +34,7 @@ constexpr Algorithm kBcast[] = {
 };
 constexpr Algorithm kBarrier[] = {
     {"tree", tree_barrier, tree_barrier_now},
-    {"dissemination", dissemination_barrier},
+    {"dissemination", dissemination_barrier, dissemination_barrier_now},
     {"hierarchical", hierarchical_barrier},
 };
 constexpr Algorithm kAllgather[] = {

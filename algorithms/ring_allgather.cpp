@@ -4,6 +4,15 @@
 // every rank has every block. Used by the communicator constructors
 // (split, dup) to trade colors, keys and window keys over the parent.
 //
+// Large blocks go zero-copy: every rank exposes its recvbuf to its left
+// neighbour, which writes each block straight into its place there (one
+// direct message a step), and forwards it in the next step from its own
+// recvbuf; every byte is copied once per hop instead of twice. A receive
+// releases its slot at once, and a rank sends in step s only what it
+// received in step s - 1, so a send waits only for credits that its right
+// neighbour gives back as its receives go, which wait on nothing of ours
+// that is not already sent.
+//
 // Deadlock freedom: every block has the same size, so in each step a rank
 // sends and receives the same number of chunks, alternating; it is never
 // more than one chunk ahead of what it has received, and the channel has
@@ -13,9 +22,25 @@
 
 #include "algorithms.hpp"
 #include "channel.hpp"
+#include "direct_blocks.hpp"
 #include "ring_schedule.hpp"
 
 namespace coll {
+namespace {
+
+Task ring_direct(Channel& ch, char* out, size_t block) {
+  const int n = ch.size(), r = ch.rank();
+  const int right = ring::chain_next(r, n), left = ring::chain_prev(r, n);
+  ch.expose(left, out, block * size_t(n));
+  const RemoteRegion dst = co_await ch.exposed_by(right);
+  for (int s = 0; s < n - 1; ++s) {
+    const size_t tx = size_t(ring::mod(r - s, n)) * block;
+    co_await ch.send_direct(right, dst, tx, out + tx, block);
+    co_await ch.recv_direct(left, block);
+  }
+}
+
+}  // namespace
 
 Task ring_allgather(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank();
@@ -23,6 +48,10 @@ Task ring_allgather(Channel& ch, const Args& a) {
   auto* out = static_cast<char*>(a.recvbuf);
   char* own = out + size_t(r) * block;
   if (a.sendbuf != own) std::memcpy(own, a.sendbuf, block);
+  if (direct_block(ch, block, block * size_t(n))) {
+    co_await ring_direct(ch, out, block);
+    co_return;
+  }
   const int right = ring::chain_next(r, n), left = ring::chain_prev(r, n);
   const size_t chunk = ch.slot_bytes();
   for (int s = 0; s < n - 1; ++s) {
