@@ -260,15 +260,13 @@ void tile_keys(const char* base, size_t rows, size_t stride, size_t i0, size_t t
   }
 }
 
-// Whether contribution b (not a zero) to an element of key `key` is
-// outside the common case: its grid value is not its mantissa shifted left
-// by shift = biased - key + 1 + P - fraction, in [0, P - fraction].
-template <typename F, typename A>
-bool rare(typename F::Bits b, uint32_t key) {
-  const auto biased = int64_t(uint32_t(b >> F::fraction) & F::max_biased);
-  const int64_t shift = biased - int64_t(key) + (1 + A::p - F::fraction);
-  const bool normal = uint64_t(biased - 1) < uint64_t(F::max_biased - 1);
-  return !(normal & (shift >= 0)) & (typename F::Bits(b << 1) != 0);
+// Whether contribution b takes the general case: an infinity or NaN (its
+// element's key is 0xffff; only which specials occur is counted). Every
+// finite contribution - normal, subnormal, zero, near the largest or far
+// below it - is grid_value's.
+template <typename F>
+bool rare(typename F::Bits b) {
+  return (uint32_t(b >> F::fraction) & F::max_biased) == F::max_biased;
 }
 
 // The general case for the rare contributions of a row.
@@ -277,57 +275,81 @@ void add_rare(const char* __restrict row, const uint32_t* __restrict keys,
               typename A::Fixed* __restrict acc, size_t t) {
   for (size_t i = 0; i < t; ++i) {
     const typename F::Bits b = load<F>(row, i);
-    if (rare<F, A>(b, keys[i])) acc[i] += fix_one<F, A>(b, uint16_t(keys[i]));
+    if (rare<F>(b)) acc[i] += fix_one<F, A>(b, uint16_t(keys[i]));
   }
 }
 
-// Double, the common case: q = m * 2^shift (m < 2^53, shift in [0, 42]) in
-// two 64-bit limbs without a carry between them, q = hi * 2^47 + lo with
-// hi < 2^48 and lo < 2^47 (signed sums of 2^14 of them stay below 2^62).
-// The key of a special element is 0xffff: every shift there is negative,
-// so its contributions are all rare. Returns whether the row has a rare
-// contribution.
+// fix_one for a finite contribution (b's bits widened to 64) on the grid
+// of its element's key, without a branch, as 64-bit words: its magnitude
+// m * 2^shift with m the mantissa (no leading bit for a subnormal, which
+// counts as biased exponent 1) and shift = biased - key + 1 + P -
+// fraction <= P - fraction (key >= biased + 1). Where shift >= 0 the
+// value is m shifted left, returned as the pair (m, shift) in `left` form;
+// below, m shifted right by -shift rounded to nearest even (0 from 64 on:
+// m < 2^53 is below half of 2^63). Zeros give m = 0. finite is 0 where b
+// is an infinity or NaN or the element's key is 0xffff: no value then.
+struct GridTerm {
+  uint64_t m;         // the mantissa (0 where not finite)
+  uint64_t s;         // the left shift (0 where right)
+  uint64_t right;     // the right-shifted, rounded value (where shift < 0)
+  uint64_t is_left;   // 1 where shift >= 0
+  uint64_t negate;    // all ones for a negative x
+};
+template <typename F>
+[[gnu::always_inline]] inline GridTerm grid_term(uint64_t b, uint64_t key, int64_t p) {
+  constexpr uint64_t fraction_mask = (uint64_t(1) << F::fraction) - 1;
+  const uint64_t biased = (b >> F::fraction) & F::max_biased;
+  const uint64_t normal = uint64_t(biased != 0);
+  const uint64_t finite = uint64_t(biased != F::max_biased) & uint64_t(key != kSpecial);
+  const int64_t shift = int64_t(biased + (normal ^ 1)) - int64_t(key) + (1 + p - F::fraction);
+  GridTerm g;
+  g.m = finite ? (b & fraction_mask) | (normal << F::fraction) : 0;
+  g.is_left = uint64_t(shift >= 0);
+  g.s = g.is_left ? uint64_t(shift) : 0;
+  const uint64_t down = uint64_t(0) - uint64_t(shift);
+  const uint64_t r = g.is_left ? 1 : (down < 63 ? down : 63);  // in [1, 63]
+  // Rounded to nearest even: the dropped bits, left-aligned, against half
+  // (2^63 there), plus the last kept bit so that a tie goes up from odd
+  // only (dropped is even: no overflow). Written so for GCC: a variable
+  // 2^(r - 1), or (dropped == half) & odd, keeps it from vectorising.
+  const uint64_t q = g.m >> r, dropped = g.m << (64 - r);
+  g.right = q + uint64_t(dropped + (q & 1) > (uint64_t(1) << 63));
+  g.negate = 0 - ((b >> F::sign_shift) & 1);
+  return g;
+}
+
+// Double: q = m * 2^shift (< 2^95) in two 64-bit limbs without a carry
+// between them, q = hi * 2^47 + lo with hi < 2^48 and lo < 2^47 (signed
+// sums of 2^14 of them stay below 2^62); a right-shifted q < 2^53 splits
+// alike. Returns whether the row has a rare contribution.
 bool accumulate_double(const char* __restrict row, const uint32_t* __restrict keys,
                        uint64_t* __restrict hi, uint64_t* __restrict lo, size_t t) {
-  using F = Double;
-  constexpr uint64_t fraction_mask = (uint64_t(1) << F::fraction) - 1;
   constexpr uint64_t low_mask = (uint64_t(1) << 47) - 1;
   uint64_t any_rare = 0;
   for (size_t i = 0; i < t; ++i) {
-    const uint64_t b = load<F>(row, i);
-    const auto biased = int64_t((b >> F::fraction) & F::max_biased);
-    const int64_t shift = biased - int64_t(keys[i]) + (1 + Wide::p - F::fraction);
-    const bool common = (uint64_t(biased - 1) < uint64_t(F::max_biased - 1)) & (shift >= 0);
-    const uint64_t s = common ? uint64_t(shift) : 0;
-    const uint64_t m = (b & fraction_mask) | (uint64_t(1) << F::fraction);
-    const uint64_t h = common ? m >> (47 - s) : 0, l = common ? (m << s) & low_mask : 0;
-    const uint64_t negate = 0 - (b >> 63);  // negated without a branch
-    hi[i] += (h ^ negate) - negate;
-    lo[i] += (l ^ negate) - negate;
-    any_rare |= uint64_t(!common & ((b << 1) != 0));
+    const uint64_t b = load<Double>(row, i);
+    const GridTerm g = grid_term<Double>(b, keys[i], Wide::p);
+    const uint64_t h = g.is_left ? g.m >> (47 - g.s) : g.right >> 47;
+    const uint64_t l = g.is_left ? (g.m << g.s) & low_mask : g.right & low_mask;
+    hi[i] += (h ^ g.negate) - g.negate;  // negated without a branch
+    lo[i] += (l ^ g.negate) - g.negate;
+    any_rare |= uint64_t(((b >> Double::fraction) & Double::max_biased) == Double::max_biased);
   }
   return any_rare != 0;
 }
 
-// float, float16, bfloat16, the common case: q = m * 2^shift < 2^(P + 1)
-// in one 64-bit lane (the sum of fewer than 2^21 stays below 2^62).
+// float, float16, bfloat16: q = m * 2^shift < 2^(P + 1) in one 64-bit
+// lane (the sum of fewer than 2^21 stays below 2^62).
 template <typename F>
 bool accumulate_narrow(const char* __restrict row, const uint32_t* __restrict keys,
                        uint64_t* __restrict acc, size_t t) {
-  using Bits = typename F::Bits;
-  constexpr uint64_t fraction_mask = (uint64_t(1) << F::fraction) - 1;
   uint64_t any_rare = 0;
   for (size_t i = 0; i < t; ++i) {
     const auto b = uint64_t(load<F>(row, i));
-    const auto biased = int64_t((b >> F::fraction) & F::max_biased);
-    const int64_t shift = biased - int64_t(keys[i]) + (1 + Narrow::p - F::fraction);
-    const bool common = (uint64_t(biased - 1) < uint64_t(F::max_biased - 1)) & (shift >= 0);
-    const uint64_t s = common ? uint64_t(shift) : 0;
-    const uint64_t m = (b & fraction_mask) | (uint64_t(1) << F::fraction);
-    const uint64_t q = common ? m << s : 0;
-    const uint64_t negate = 0 - ((b >> F::sign_shift) & 1);
-    acc[i] += (q ^ negate) - negate;
-    any_rare |= uint64_t(!common & (Bits(b << 1) != 0));
+    const GridTerm g = grid_term<F>(b, keys[i], Narrow::p);
+    const uint64_t q = g.is_left ? g.m << g.s : g.right;
+    acc[i] += (q ^ g.negate) - g.negate;
+    any_rare |= uint64_t(((b >> F::fraction) & F::max_biased) == F::max_biased);
   }
   return any_rare != 0;
 }
