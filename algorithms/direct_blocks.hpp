@@ -28,10 +28,28 @@ namespace coll {
 // regular forms: every rank passes the same count). `buffer` bounds what
 // the communicator pinned for the call on RDMA (the senders' sources must
 // be pinned; exposures pin themselves).
-inline bool direct_block(const Channel& ch, size_t block, size_t buffer) {
-  return block > 0 && block <= Channel::kMaxDirectMessage && ch.zero_copy(block) &&
-         buffer <= ch.pinnable_bytes();
+//
+// Where a direct write spares copies outright (tcp, RDMA, ranks on
+// distinct hosts: Channel::zero_copy_spares_copies) from the zero-copy
+// threshold on. Through CMA (shm) only from cma_min_block on, unless the
+// user set COLL_ZCOPY_THRESHOLD: on this 2-core machine, through the shim
+// at np 2 and 4 against the windows in one alternation (5 repeats, OSU's
+// loop, 16 KiB - 4 MiB blocks), process_vm_writev's single copy lost to the
+// windows' two memcpys up to 1 MiB (alltoall 1.16-1.23x at np 2) and at 4
+// oversubscribed ranks lost at every size for alltoall and allgather
+// (1.3-2.1x: each sender waits for peers that are not running to expose),
+// while gather and scatter gained from 2 MiB (0.48-0.85x at np 4, 0.70-1.00
+// at np 2). So gather and scatter pass 2 MiB, alltoall and allgather
+// SIZE_MAX (never through CMA by default).
+inline bool direct_block(const Channel& ch, size_t block, size_t buffer, size_t cma_min_block) {
+  if (block == 0 || block > Channel::kMaxDirectMessage || buffer > ch.pinnable_bytes() ||
+      !ch.zero_copy(block))
+    return false;
+  return ch.zero_copy_spares_copies(block) || ch.zero_copy_threshold_set() ||
+         block >= cma_min_block;
 }
+inline constexpr size_t kCmaGatherScatterMin = size_t(2) << 20;
+inline constexpr size_t kCmaNever = ~size_t(0);
 
 // Writes len bytes from src into the buffer `to` exposed for this call.
 inline Task send_block_direct(Channel& ch, int to, const char* src, size_t len) {

@@ -84,7 +84,7 @@ Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx) {
 
 Task linear_alltoall(Channel& ch, const Args& a) {
   const size_t block = a.count * a.elem_size;
-  if (!a.in_place && direct_block(ch, block, block * size_t(ch.size())))
+  if (!a.in_place && direct_block(ch, block, block * size_t(ch.size()), kCmaNever))
     return direct(ch, a, block);
   return linear(ch, a, Blocks::same(a.count), Blocks::same(a.count));
 }

@@ -22,7 +22,8 @@ namespace coll {
 namespace {
 
 bool goes_direct(const Channel& ch, const Args& a) {
-  return direct_block(ch, a.count_bytes(), a.count_bytes() * size_t(ch.size()));
+  return direct_block(ch, a.count_bytes(), a.count_bytes() * size_t(ch.size()),
+                      kCmaGatherScatterMin);
 }
 
 Task direct(Channel& ch, const Args& a) {

@@ -48,7 +48,7 @@ Task ring_allgather(Channel& ch, const Args& a) {
   auto* out = static_cast<char*>(a.recvbuf);
   char* own = out + size_t(r) * block;
   if (a.sendbuf != own) std::memcpy(own, a.sendbuf, block);
-  if (direct_block(ch, block, block * size_t(n))) {
+  if (direct_block(ch, block, block * size_t(n), kCmaNever)) {
     co_await ring_direct(ch, out, block);
     co_return;
   }

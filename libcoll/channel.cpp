@@ -36,7 +36,8 @@ static_assert(sizeof(ExposeRecord) == 32);
 
 Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
                  std::vector<RemoteRegion> peer_windows, std::vector<int> group, int rank,
-                 RegistrationCache& cache, size_t zcopy_threshold, uint64_t owner)
+                 RegistrationCache& cache, size_t zcopy_threshold, bool zcopy_threshold_set,
+                 uint64_t owner)
     : transport_(transport),
       layout_(layout),
       window_mr_(window_mr),
@@ -44,6 +45,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       group_(std::move(group)),
       cache_(cache),
       zcopy_threshold_(zcopy_threshold),
+      zcopy_threshold_set_(zcopy_threshold_set),
       pinnable_bytes_(transport.needs_local_registration() ? cache.max_pinned_bytes() / 4
                                                            : std::numeric_limits<size_t>::max()),
       direct_like_window_(transport.direct_writes_like_window_among(group_)),

@@ -141,10 +141,12 @@ class Channel {
  public:
   // cache registers user memory (pin) on transports that need it and for
   // zero-copy targets. zcopy_threshold: calls of at least that many bytes
-  // may go zero-copy (0: never). group[r]: the transport rank of rank r.
+  // may go zero-copy (0: never); zcopy_threshold_set: the user chose it
+  // (COLL_ZCOPY_THRESHOLD). group[r]: the transport rank of rank r.
   Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
           std::vector<RemoteRegion> peer_windows, std::vector<int> group, int rank,
-          RegistrationCache& cache, size_t zcopy_threshold, uint64_t owner);
+          RegistrationCache& cache, size_t zcopy_threshold, bool zcopy_threshold_set,
+          uint64_t owner);
   ~Channel();  // deregisters and frees the bounce buffer, if one was made
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
@@ -180,6 +182,9 @@ class Channel {
   bool zero_copy_spares_copies(size_t bytes) const {
     return direct_like_window_ && zero_copy(bytes);
   }
+  // Whether the zero-copy threshold is the user's (COLL_ZCOPY_THRESHOLD)
+  // rather than the transport's default.
+  bool zero_copy_threshold_set() const { return zcopy_threshold_set_; }
   // The longest zero-copy message: its length shares the flag's low 31
   // bits with the direct bit, and RDMA devices commonly take writes of up
   // to 2 GiB (max_msg_sz).
@@ -437,6 +442,7 @@ class Channel {
   std::vector<int> group_;
   RegistrationCache& cache_;
   size_t zcopy_threshold_;
+  bool zcopy_threshold_set_;
   size_t pinnable_bytes_;
   bool direct_like_window_;  // direct_writes_like_window_among(group_), asked once
   // RDMA sources that are not pinned (larger than pinnable_bytes()) are

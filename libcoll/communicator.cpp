@@ -46,7 +46,7 @@ Communicator::Communicator(Context& ctx, uint64_t id, std::vector<int> group, in
       t, layout, window_mr, std::move(peer_windows), std::move(group), rank, ctx.cache(),
       t.zero_copy_refused() ? 0
                             : ctx.config().zcopy_threshold.value_or(t.default_zcopy_threshold()),
-      id);
+      ctx.config().zcopy_threshold.has_value(), id);
   flush_.emplace(*channel_);
   if (ctx.config().check_args && size() > 1) arg_check_ = std::make_unique<ArgCheck>(size());
   fast_path_ = ctx.config().fast_path && channel_->completes_at_post();
