@@ -34,13 +34,15 @@ struct Blocks {
 // Scratch::kReuse): fresh memory of several MiB costs a page fault and a
 // cleared page per 4 KiB at every call - the reproducible modes' rows
 // (owner_schedule.hpp) took longer to fault in than to sum. At most
-// kMaxBuffers buffers and kMaxBytes in all stay; the best fit is taken. The
-// pool is never destroyed (a Scratch may go after static destructors), so
-// its buffers stay reachable.
+// kMaxBuffers buffers and kMaxBytes in all stay, the one given back last
+// first (the buffers it displaces are freed: a program that moves to
+// larger calls keeps its newest size); the best fit is taken. The pool is
+// never destroyed (a Scratch may go after static destructors), so its
+// buffers stay reachable.
 class ScratchPool {
  public:
   static constexpr size_t kMaxBuffers = 4;
-  static constexpr size_t kMaxBytes = size_t(64) << 20;
+  static constexpr size_t kMaxBytes = size_t(128) << 20;
 
   // Memory of at least `bytes` (its capacity in `capacity`).
   static char* take(size_t bytes, size_t& capacity) {
@@ -63,18 +65,27 @@ class ScratchPool {
     capacity = bytes;
     return static_cast<char*>(::operator new(bytes, std::align_val_t(64)));
   }
-  // Back to the pool, or freed where it is full (or the buffer too large).
+  // Back to the pool (the oldest buffers freed to make room), or freed
+  // where it alone is larger than the pool.
   static void give(char* mem, size_t capacity) {
+    std::vector<Buffer> evicted;
     ScratchPool& p = get();
     {
       std::lock_guard<std::mutex> lock(p.mu_);
-      if (p.free_.size() < kMaxBuffers && p.bytes_ + capacity <= kMaxBytes) {
+      if (capacity <= kMaxBytes) {
+        while (!p.free_.empty() &&
+               (p.free_.size() >= kMaxBuffers || p.bytes_ + capacity > kMaxBytes)) {
+          evicted.push_back(p.free_.front());
+          p.bytes_ -= p.free_.front().capacity;
+          p.free_.erase(p.free_.begin());
+        }
         p.free_.push_back({mem, capacity});
         p.bytes_ += capacity;
-        return;
+        mem = nullptr;
       }
     }
-    ::operator delete(mem, std::align_val_t(64));
+    for (const Buffer& b : evicted) ::operator delete(b.mem, std::align_val_t(64));
+    if (mem) ::operator delete(mem, std::align_val_t(64));
   }
 
  private:
@@ -110,9 +121,21 @@ class Scratch {
     bytes_ = bytes;
     if (ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
   }
+  // From kPooledFrom bytes on through ScratchPool as well: glibc maps
+  // blocks above its mmap threshold (dynamic, at most 32 MiB) fresh at
+  // every call and unmaps them at free, so a reduce_scatter of 64 MiB at
+  // np 4 (the ring's and recursive halving's accumulator: the whole input)
+  // paid 16384 page faults a call: 53 ms native, 300-400 ms under torch's
+  // progress thread, against 30 ms for an allreduce of the same bytes.
+  static constexpr size_t kPooledFrom = size_t(1) << 20;
   void allocate(Channel& ch, size_t bytes) {
+    if (bytes >= kPooledFrom) {
+      *this = Scratch(ch, bytes, kReuse);
+      return;
+    }
     if (bytes == 0) return;
-    mem_.reset(static_cast<char*>(::operator new(bytes, std::align_val_t(64))));
+    mem_ = std::unique_ptr<char, Free>(
+        static_cast<char*>(::operator new(bytes, std::align_val_t(64))), Free{0});
     bytes_ = bytes;
     if (ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
   }
