@@ -51,6 +51,13 @@ inline bool direct_block(const Channel& ch, size_t block, size_t buffer, size_t 
 inline constexpr size_t kCmaGatherScatterMin = size_t(2) << 20;
 inline constexpr size_t kCmaNever = ~size_t(0);
 
+// The linear gather's and scatter's choice: count elements a rank, the
+// root's buffer n blocks.
+inline bool direct_rooted_blocks(const Channel& ch, const Args& a) {
+  return direct_block(ch, a.count_bytes(), a.count_bytes() * size_t(ch.size()),
+                      kCmaGatherScatterMin);
+}
+
 // Writes len bytes from src into the buffer `to` exposed for this call.
 inline Task send_block_direct(Channel& ch, int to, const char* src, size_t len) {
   const RemoteRegion dst = co_await ch.exposed_by(to);

@@ -23,11 +23,6 @@
 namespace coll {
 namespace {
 
-bool goes_direct(const Channel& ch, const Args& a) {
-  return direct_block(ch, a.count_bytes(), a.count_bytes() * size_t(ch.size()),
-                      kCmaGatherScatterMin);
-}
-
 Task direct(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank(), root = a.root;
   const size_t block = a.count_bytes();
@@ -99,7 +94,7 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t send_bytes_here
 }  // namespace
 
 bool linear_gather_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
-  if (goes_direct(ch, a)) return false;
+  if (direct_rooted_blocks(ch, a)) return false;
   return linear_now(ch, a, polls, a.bytes, Blocks::same(a.count));
 }
 
@@ -109,7 +104,7 @@ bool linear_gatherv_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: 
 }
 
 Task linear_gather(Channel& ch, const Args& a) {
-  if (goes_direct(ch, a)) return direct(ch, a);
+  if (direct_rooted_blocks(ch, a)) return direct(ch, a);
   return linear(ch, a, a.bytes, Blocks::same(a.count));
 }
 

@@ -21,11 +21,6 @@
 namespace coll {
 namespace {
 
-bool goes_direct(const Channel& ch, const Args& a) {
-  return direct_block(ch, a.count_bytes(), a.count_bytes() * size_t(ch.size()),
-                      kCmaGatherScatterMin);
-}
-
 Task direct(Channel& ch, const Args& a) {
   const int n = ch.size(), r = ch.rank(), root = a.root;
   const size_t block = a.count_bytes();
@@ -100,7 +95,7 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, size_t recv_bytes_here
 }  // namespace
 
 bool linear_scatter_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest: never*/) {
-  if (goes_direct(ch, a)) return false;
+  if (direct_rooted_blocks(ch, a)) return false;
   return linear_now(ch, a, polls, a.bytes, Blocks::same(a.count));
 }
 
@@ -110,7 +105,7 @@ bool linear_scatterv_now(Channel& ch, const Args& a, Polls& polls, Task& /*rest:
 }
 
 Task linear_scatter(Channel& ch, const Args& a) {
-  if (goes_direct(ch, a)) return direct(ch, a);
+  if (direct_rooted_blocks(ch, a)) return direct(ch, a);
   return linear(ch, a, a.bytes, Blocks::same(a.count));
 }
 
