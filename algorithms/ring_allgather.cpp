@@ -1,8 +1,9 @@
 // Ring allgather: in step s every rank passes the block it got in step
 // s - 1 (its own in step 0) to its right neighbour and takes the next one
 // from its left, each block cut into slot-sized chunks. After n - 1 steps
-// every rank has every block. Used by the communicator constructors
-// (split, dup) to trade colors, keys and window keys over the parent.
+// every rank has every block. (The communicator constructors and the
+// argument checks trade their bytes by Bruck's allgather, exchange_bytes:
+// never this file's zero-copy path, which pins user buffers.)
 //
 // Large blocks go zero-copy: every rank exposes its recvbuf to its left
 // neighbour, which writes each block straight into its place there (one
