@@ -30,10 +30,10 @@ struct Blocks {
   size_t displ(int i) const { return counts ? displs[i] : size_t(i) * uniform; }
 };
 
-// Large temporary buffers kept for the next operation (Scratch with
-// Scratch::kReuse): fresh memory of several MiB costs a page fault and a
-// cleared page per 4 KiB at every call - the reproducible modes' rows
-// (owner_schedule.hpp) took longer to fault in than to sum. At most
+// Large temporary buffers kept for the next operation (every Scratch of
+// Scratch::kPooledFrom bytes or more): fresh memory of several MiB costs a
+// page fault and a cleared page per 4 KiB at every call - the reproducible
+// modes' rows (owner_schedule.hpp) took longer to fault in than to sum. At most
 // kMaxBuffers buffers and kMaxBytes in all stay, the one given back last
 // first (the buffers it displaces are freed: a program that moves to
 // larger calls keeps its newest size); the best fit is taken. The pool is
@@ -103,39 +103,30 @@ class ScratchPool {
 };
 
 // Temporary memory of one run of an algorithm, freed with its coroutine
-// frame (or, with kReuse, given back to ScratchPool). Sends may come from
+// frame (or, from kPooledFrom bytes, given back to ScratchPool). Sends may come from
 // it: it is pinned for the operation where the transport needs local
 // registration, and an algorithm that sends from it flushes before it
 // returns (the frame, and the memory, go before the operation's final
 // flush).
 class Scratch {
  public:
-  enum Reuse { kReuse };
   Scratch() = default;
   Scratch(Channel& ch, size_t bytes) { allocate(ch, bytes); }
-  Scratch(Channel& ch, size_t bytes, Reuse) {
-    if (bytes == 0) return;
-    size_t capacity = 0;
-    char* mem = ScratchPool::take(bytes, capacity);
-    mem_ = std::unique_ptr<char, Free>(mem, Free{capacity});
-    bytes_ = bytes;
-    if (ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
-  }
-  // From kPooledFrom bytes on through ScratchPool as well: glibc maps
-  // blocks above its mmap threshold (dynamic, at most 32 MiB) fresh at
-  // every call and unmaps them at free, so a reduce_scatter of 64 MiB at
-  // np 4 (the ring's and recursive halving's accumulator: the whole input)
-  // paid 16384 page faults a call: 53 ms native, 300-400 ms under torch's
-  // progress thread, against 30 ms for an allreduce of the same bytes.
+  // From kPooledFrom bytes on through ScratchPool: glibc maps blocks above
+  // its mmap threshold (dynamic, at most 32 MiB) fresh at every call and
+  // unmaps them at free, so a reduce_scatter of 64 MiB at np 4 (the ring's
+  // and recursive halving's accumulator: the whole input) paid 16384 page
+  // faults a call: 53 ms native, 300-400 ms under torch's progress thread,
+  // against 30 ms for an allreduce of the same bytes. Below it glibc's heap
+  // serves the block again from call to call.
   static constexpr size_t kPooledFrom = size_t(1) << 20;
   void allocate(Channel& ch, size_t bytes) {
-    if (bytes >= kPooledFrom) {
-      *this = Scratch(ch, bytes, kReuse);
-      return;
-    }
     if (bytes == 0) return;
-    mem_ = std::unique_ptr<char, Free>(
-        static_cast<char*>(::operator new(bytes, std::align_val_t(64))), Free{0});
+    size_t pooled = 0;  // the pool buffer's capacity; 0: from operator new
+    char* mem = bytes >= kPooledFrom
+                    ? ScratchPool::take(bytes, pooled)
+                    : static_cast<char*>(::operator new(bytes, std::align_val_t(64)));
+    mem_ = std::unique_ptr<char, Free>(mem, Free{pooled});
     bytes_ = bytes;
     if (ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
   }

@@ -1,5 +1,6 @@
 // Zero-copy blocks for the one-step algorithms (linear alltoall, gather,
-// scatter): the receiver exposes where a block goes (Channel::expose), the
+// scatter; the ring allgather takes direct_block's choice with a deadlock
+// argument of its own, ring_allgather.cpp): the receiver exposes where a block goes (Channel::expose), the
 // sender writes it there itself (CMA on shm, an RDMA write, a tcp frame
 // applied in place) and only the flag goes through a slot. The block moves
 // once instead of twice (into the receiver's window, then out of it).

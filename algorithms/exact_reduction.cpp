@@ -46,7 +46,7 @@ void exact_rows(const Args& a, char* rows, int n, size_t count, void* out) {
 Task exact_gathered(Channel& ch, const Args& a, bool allgather) {
   const int n = ch.size();
   const bool here = allgather || ch.rank() == a.root;
-  Scratch all(ch, here ? a.count * size_t(n) * a.elem_size : 0, Scratch::kReuse);
+  Scratch all(ch, here ? a.count * size_t(n) * a.elem_size : 0);
   Args g;
   g.sendbuf = a.sendbuf;
   g.recvbuf = all.get();

@@ -62,7 +62,7 @@ inline Task reduce_own_block(Channel& ch, const Args& a, const Split& blocks, vo
                              CombineRows combine) {
   const int n = ch.size();
   const size_t mine = blocks.counts[size_t(ch.rank())];
-  Scratch rows(ch, mine * size_t(n) * a.elem_size, Scratch::kReuse);
+  Scratch rows(ch, mine * size_t(n) * a.elem_size);
   Split from(n);
   const std::vector<size_t> row_counts(size_t(n), mine);
   from.of(row_counts.data());
@@ -102,7 +102,7 @@ inline Task reduce_by_owner(Channel& ch, const Args& a, CombineRows combine) {
   Split blocks(ch.size());
   blocks.even(a.count);
   const size_t me = size_t(ch.rank());
-  Scratch sum(ch, blocks.counts[me] * a.elem_size, Scratch::kReuse);
+  Scratch sum(ch, blocks.counts[me] * a.elem_size);
   co_await reduce_own_block(ch, a, blocks, sum.get(), combine);
   Args g;
   g.sendbuf = sum.get();
