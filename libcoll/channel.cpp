@@ -74,6 +74,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
   for (int p = 0; p < size_; ++p) line_peers_[size_t(p)] = transport_.line_writes(group_[size_t(p)]);
   staging_.resize(size_t(size_) * WindowLayout::kMaxLineMessage);
   slot_committed_.resize(size_t(size_) * size_t(layout_.num_slots));
+  slots_touched_.resize(size_t(size_));
 }
 
 const volatile uint64_t* Channel::local_word(size_t offset) const {
@@ -327,8 +328,8 @@ void Channel::do_send(int peer, const void* src, size_t len) {
     size_t at = layout_.inline_data(rank_, k);
     if (len > WindowLayout::kInlineBytes) {
       at = layout_.slot(rank_, k);
-      uint32_t& committed = slot_committed_[size_t(peer) * size_t(layout_.num_slots) + size_t(k)];
-      if (len > committed) commit_slot(peer, w.addr + at, len, &committed);
+      if (len > slot_committed_[size_t(peer) * size_t(layout_.num_slots) + size_t(k)])
+        commit_slots(peer, len);
     }
     if (!needs_registration_) {
       // Data and flag in one call: one system call on tcp.
@@ -380,6 +381,42 @@ void Channel::commit_slot(int peer, uint64_t remote_addr, size_t len, uint32_t* 
   *committed = uint32_t(len);
 }
 
+// The first message of a length into one of our slots in the peer's window
+// commits all of our slots there to that length, not only its own. A
+// page's first access through a mapping is costly (about 6 us a page on
+// the 2-core development VM, where MADV_POPULATE_WRITE does not spare it:
+// the transport touches what it commits, and the receiver what it will
+// read, touch_slots), and which slot a call's messages take depends on how
+// many messages went before on the pair, line messages included: through
+// the PMPI shim at np 2, OSU's loop (a barrier, then the alltoall) puts
+// every alltoall message of a size in the same two of the four slots, until
+// a call elsewhere shifts the count and the other two take their first
+// accesses inside timed calls (a 16 KiB alltoall then took 75-200 us
+// instead of 2-3; bench/results/shim-2026-12-07-alltoall-np2.md). So every
+// slot's first access comes with the first message of a length: the same
+// pages a pair comes to hold after num_slots such messages, no more.
+void Channel::commit_slots(int peer, size_t len) {
+  const RemoteRegion& w = peers_[size_t(peer)];
+  uint32_t* committed = &slot_committed_[size_t(peer) * size_t(layout_.num_slots)];
+  for (int j = 0; j < layout_.num_slots; ++j)
+    if (len > committed[j]) commit_slot(peer, w.addr + layout_.slot(rank_, j), len, &committed[j]);
+}
+
+// The receiver's side of commit_slots: a message longer than any before from
+// peer reads a byte of every page of its slots up to that length, which
+// its sender committed before it wrote the message (commit_slots). Only
+// where peer writes through a mapping of our window (line writes: shm);
+// elsewhere the transport's own writes fault the pages in.
+void Channel::touch_slots(int peer, size_t len) {
+  const size_t page = WindowLayout::kPageBytes;
+  const size_t from = slots_touched_[size_t(peer)] / page * page;
+  for (int j = 0; j < layout_.num_slots; ++j) {
+    const char* slot = window_ + layout_.slot(peer, j);
+    for (size_t at = from; at < len; at += page) (void)__atomic_load_n(slot + at, __ATOMIC_RELAXED);
+  }
+  slots_touched_[size_t(peer)] = uint32_t(len);
+}
+
 bool Channel::pair_committed(int peer) const {
   const size_t slots = size_t(layout_.num_slots);
   const uint32_t* first = &slot_committed_[size_t(peer) * slots];
@@ -415,8 +452,9 @@ const void* Channel::message(int peer, size_t len) {
   if (line_message(peer, len)) return try_lines(peer, len);
   if (!try_flag(peer, len | control_)) return nullptr;
   const int k = int(received_[size_t(peer)] % uint64_t(layout_.num_slots));
-  return window_ + (len <= WindowLayout::kInlineBytes ? layout_.inline_data(peer, k)
-                                                      : layout_.slot(peer, k));
+  if (len <= WindowLayout::kInlineBytes) return window_ + layout_.inline_data(peer, k);
+  if (len > slots_touched_[size_t(peer)] && line_peers_[size_t(peer)]) touch_slots(peer, len);
+  return window_ + layout_.slot(peer, k);
 }
 
 Channel::ReleaseWait Channel::release(int peer) { return ReleaseWait(*this, peer); }

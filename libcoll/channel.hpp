@@ -403,6 +403,8 @@ class Channel {
   const void* try_lines(int peer, size_t len);
   void do_send(int peer, const void* src, size_t len);
   void commit_slot(int peer, uint64_t remote_addr, size_t len, uint32_t* committed);
+  void commit_slots(int peer, size_t len);
+  void touch_slots(int peer, size_t len);
   bool pair_committed(int peer) const;  // we committed some of our slots at peer
   void do_release(int peer);
   bool line_message(int peer, size_t len) const {
@@ -468,6 +470,9 @@ class Channel {
   // Per (peer, slot k): how many bytes from the start of our slot k in
   // the peer's window are committed (commit_slot); slot_bytes < 2^31.
   std::vector<uint32_t> slot_committed_;
+  // Per peer: how many bytes from the start of each of its slots in our
+  // window this rank has read (touch_slots).
+  std::vector<uint32_t> slots_touched_;
   uint64_t committed_bytes_ = 0;  // their sum: slot memory this rank made peers hold
   std::atomic<uint64_t> outstanding_{0};  // signaled writes not yet completed
   FramePool frames_;
