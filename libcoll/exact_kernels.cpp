@@ -9,6 +9,9 @@
 // compiler's contraction of floating-point expressions or the
 // floating-point environment (FTZ/DAZ, rounding mode), nor on the order in
 // which the integer terms are added (two's complement sums wrap alike).
+// One exception, with the same bits: two rows of float or double (np 2)
+// are added by the FPU where that add is the definition's result and
+// MXCSR holds the default environment (add_pair_tile, sum_pair).
 //
 // Per tile of kTile elements: (1) the keys, a MAX over the rows; (2) each
 // row's contributions on the grid, in the common case - a normal x within
@@ -23,6 +26,14 @@
 
 #include <cstdint>
 #include <cstring>
+
+// Two rows in the FPU's add (add_pair_tile) where its bits are the
+// definition's: x86-64 with SSE2 arithmetic (no x87 extended precision),
+// checked against MXCSR at each call.
+#if defined(__x86_64__) && defined(__SSE2_MATH__)
+#include <xmmintrin.h>
+#define COLL_EXACT_FPU_PAIRS 1
+#endif
 
 #ifndef COLL_EXACT_TABLE
 #error "compile with -DCOLL_EXACT_TABLE=<function name> -DCOLL_KERNEL_ISA=<name>"
@@ -449,6 +460,80 @@ void round_tile(const uint64_t* __restrict sh, const uint64_t* __restrict sl,
   std::memcpy(static_cast<char*>(out) + i0 * sizeof(Bits), r, t * sizeof(Bits));
 }
 
+// Two rows (np 2's by-owner blocks and gathers): where both contributions
+// to an element lie on its grid - each zero or within 2^(P - fraction) of
+// the larger, and neither an infinity nor NaN - the integer sum S is
+// exact, so the definition's result is x0 + x1 correctly rounded to
+// nearest, ties to even: the one IEEE add (subnormal results, overflow to
+// infinity, +0 for x + -x and -0 for -0 + -0 included). The FPU gives it
+// where MXCSR holds the default environment (fpu_default); a tile with any
+// other element (a far or special contribution) is computed again by the
+// integer kernel, whose bits these are: results never depend on which path
+// ran. Writes out before knowing: out must not overlap the rows (rows is 2).
+// Returns whether the tile must be computed again.
+template <typename F, typename A, typename T>
+bool add_pair_tile(const char* __restrict r0, const char* __restrict r1, char* __restrict out,
+                   size_t t) {
+  using Bits = typename F::Bits;
+  static_assert(sizeof(T) == sizeof(Bits), "T is F's floating-point type");
+  constexpr auto limit = Bits(A::p - F::fraction);  // the grid holds x exactly within this
+  constexpr auto max_biased = Bits(F::max_biased);
+  Bits off = 0;
+  for (size_t i = 0; i < t; ++i) {
+    const Bits b0 = load<F>(r0, i), b1 = load<F>(r1, i);
+    const auto e0 = Bits(Bits(b0 >> F::fraction) & max_biased);
+    const auto e1 = Bits(Bits(b1 >> F::fraction) & max_biased);
+    const auto k0 = Bits(e0 + Bits(e0 == 0)), k1 = Bits(e1 + Bits(e1 == 0));  // subnormal: 1
+    const Bits k = k0 > k1 ? k0 : k1;
+    const auto far0 = Bits(Bits(Bits(k - k0) > limit) & Bits(Bits(b0 << 1) != 0));
+    const auto far1 = Bits(Bits(Bits(k - k1) > limit) & Bits(Bits(b1 << 1) != 0));
+    off |= Bits(far0 | far1 | Bits(e0 == max_biased) | Bits(e1 == max_biased));
+    T x0, x1;
+    std::memcpy(&x0, r0 + i * sizeof x0, sizeof x0);
+    std::memcpy(&x1, r1 + i * sizeof x1, sizeof x1);
+    const T s = x0 + x1;
+    std::memcpy(out + i * sizeof s, &s, sizeof s);
+  }
+  return off != 0;
+}
+
+#if defined(COLL_EXACT_FPU_PAIRS)
+// Whether the FPU adds as add_pair_tile needs: round to nearest, no
+// flush-to-zero, no denormals-are-zero, every exception masked (an
+// unmasked inexact or overflow would trap). csr: MXCSR, to restore (the
+// flags the adds raise: the integer kernel raises none).
+bool fpu_default(unsigned& csr) {
+  csr = _mm_getcsr();
+  return (csr & 0xffc0u) == 0x1f80u;
+}
+#endif
+
+// exact_sum_rows of two rows by add_pair_tile, and `general` (the integer
+// kernel) for the tiles it declines. False where the FPU's environment is
+// not the default (or not on x86-64): the caller runs `general` on all.
+template <typename F, typename A, typename T>
+bool sum_pair(const void* in, size_t stride, size_t count, void* out,
+              void (*general)(const void*, size_t, size_t, size_t, void*)) {
+#if defined(COLL_EXACT_FPU_PAIRS)
+  unsigned csr;
+  if (!fpu_default(csr)) return false;
+  constexpr size_t size = sizeof(T);
+  const auto* r0 = static_cast<const char*>(in);
+  const char* r1 = r0 + stride * size;
+  auto* o = static_cast<char*>(out);
+  for (size_t i0 = 0; i0 < count; i0 += kTile) {
+    const size_t t = count - i0 < kTile ? count - i0 : kTile;
+    if (add_pair_tile<F, A, T>(r0 + i0 * size, r1 + i0 * size, o + i0 * size, t))
+      general(r0 + i0 * size, 2, stride, t, o + i0 * size);
+  }
+  _mm_setcsr(csr);
+  return true;
+#else
+  (void)in, (void)stride, (void)count, (void)out, (void)general;
+  return false;
+#endif
+}
+
 // Steps 1-3 for float, float16 and bfloat16. A tile reads all its inputs
 // before it writes a result, so out may be the one row of in.
 template <typename F>
@@ -473,7 +558,8 @@ void sum_rows_narrow(const void* in, size_t rows, size_t stride, size_t count, v
 // Steps 1-3 for double: the limbs folded into the 128-bit total every 2^14
 // rows; the rare contributions straight into the total. Where neither
 // happened in a tile (the usual case) the total is not used.
-void sum_rows_double(const void* in, size_t rows, size_t stride, size_t count, void* out) {
+void sum_rows_double_general(const void* in, size_t rows, size_t stride, size_t count,
+                             void* out) {
   constexpr size_t kGroup = size_t(1) << 14;
   uint32_t keys[kTile];
   uint64_t hi[kTile], lo[kTile], sh[kTile], sl[kTile];
@@ -525,13 +611,26 @@ void sum_rows_double(const void* in, size_t rows, size_t stride, size_t count, v
   }
 }
 
+void sum_rows_double(const void* in, size_t rows, size_t stride, size_t count, void* out) {
+  if (rows == 2 && sum_pair<Double, Wide, double>(in, stride, count, out, sum_rows_double_general))
+    return;
+  sum_rows_double_general(in, rows, stride, count, out);
+}
+
+void sum_rows_float(const void* in, size_t rows, size_t stride, size_t count, void* out) {
+  if (rows == 2 &&
+      sum_pair<Single, Narrow, float>(in, stride, count, out, sum_rows_narrow<Single>))
+    return;
+  sum_rows_narrow<Single>(in, rows, stride, count, out);
+}
+
 }  // namespace
 
 const ExactTable& COLL_EXACT_TABLE() {
   static const ExactTable table = [] {
     ExactTable t{COLL_KERNEL_ISA, {}};
     t.fn[COLL_DOUBLE] = sum_rows_double;
-    t.fn[COLL_FLOAT] = sum_rows_narrow<Single>;
+    t.fn[COLL_FLOAT] = sum_rows_float;
     t.fn[COLL_FLOAT16] = sum_rows_narrow<Half>;
     t.fn[COLL_BFLOAT16] = sum_rows_narrow<Brain>;
     return t;

@@ -7,6 +7,7 @@
 // and the in-place form.
 #include <gtest/gtest.h>
 
+#include <cfenv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,10 @@
 #include "coll/coll.h"
 #include "exact_sum.hpp"
 #include "exact_sum_reference.hpp"
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 namespace {
 
@@ -233,6 +238,140 @@ TEST(ExactSum, InPlace) {
               << t.name << " " << isa << " in place, count " << count;
         }
       }
+}
+
+// Two rows of float and double: the FPU's add where both contributions
+// lie on the grid, the integer kernel for a tile with any other element.
+// Pairs at the boundary of the grid (the smaller contribution 2^(P -
+// fraction) below the larger's exponent, and one more: there the grid
+// rounds it, and a tie after that rounding goes to even where the one add
+// would round up) placed at tile edges, zeros beside far values, exact
+// cancellation, -0 + -0, overflow, subnormal sums; every count of interest.
+template <typename T>
+std::vector<char> pair_rows(size_t count, size_t at, std::mt19937_64& rng, bool far) {
+  constexpr bool dbl = sizeof(T) == 8;
+  constexpr int limit = dbl ? 94 - 52 : 40 - 23;  // P - fraction
+  constexpr int fraction = dbl ? 52 : 23;
+  std::uniform_real_distribution<double> u(0.5, 1.0);
+  std::vector<char> in(2 * count * sizeof(T));
+  auto set = [&](size_t r, size_t i, T x) { std::memcpy(in.data() + (r * count + i) * sizeof(T), &x, sizeof x); };
+  for (size_t i = 0; i < count; ++i) {
+    // Near pairs: every gap from 0 to the limit, both signs.
+    const int gap = int(rng() % (limit + 1));
+    const T a = T(u(rng)) * (rng() % 2 ? 1 : -1), b = std::ldexp(T(u(rng)), -gap) * (rng() % 2 ? 1 : -1);
+    set(0, i, rng() % 2 ? a : b);
+    set(1, i, rng() % 2 ? b : a);
+  }
+  // Element `at`: 1 + (2^-(limit + 1) + 2^-(fraction + 1) + 2^-(limit + 1 + fraction)):
+  // the one add rounds up (above half an ulp of 1), the definition's grid
+  // rounds the last bit away (a tie, to even: down) and then the sum is a
+  // tie, to even: 1. Or, not far: the same shape one step nearer (exact).
+  if (at < count) {
+    const int g = far ? limit + 1 : limit;
+    const T x = std::ldexp(T(1), -g) + std::ldexp(T(1), -(fraction + 1)) +
+                std::ldexp(T(1), -(g + fraction));
+    set(0, at, T(1));
+    set(1, at, x);
+  }
+  return in;
+}
+
+template <typename T>
+void set_pair(std::vector<char>& in, size_t count, size_t i, T a, T b) {
+  std::memcpy(in.data() + i * sizeof(T), &a, sizeof a);
+  std::memcpy(in.data() + (count + i) * sizeof(T), &b, sizeof b);
+}
+
+TEST(ExactSum, PairsAtTheGridBoundary) {
+  std::mt19937_64 rng(6);
+  for (const Type& t : {kTypes[0], kTypes[1]})
+    for (size_t count : {0, 1, 2, 3, 511, 512, 513, 1024, 1025, 1537})
+      for (size_t at : {size_t(0), size_t(510), size_t(511), size_t(512), size_t(1023), count - 1})
+        for (bool far : {false, true}) {
+          std::vector<char> in = t.datatype == COLL_DOUBLE ? pair_rows<double>(count, at, rng, far)
+                                                            : pair_rows<float>(count, at, rng, far);
+          check(t, in, 2, count, count,
+                "pair at " + std::to_string(at) + (far ? " far" : " near"));
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+}
+
+template <typename T>
+void pair_cases(const Type& t) {
+  const T inf = std::numeric_limits<T>::infinity(), big = std::numeric_limits<T>::max();
+  const T tiny = std::numeric_limits<T>::min(), sub = std::numeric_limits<T>::denorm_min();
+  const T pairs[][2] = {
+      {T(0), T(1e-30)},        {T(-0.0), big},          {T(0), T(-0.0)},  {T(-0.0), T(-0.0)},
+      {T(1.5), T(-1.5)},       {big, big},              {-big, -big},     {big, -big},
+      {tiny * T(1.5), -tiny},  {sub, sub * T(3)},       {tiny, sub},      {sub, T(1)},
+      {inf, T(1)},             {inf, -inf},             {std::numeric_limits<T>::quiet_NaN(), T(2)},
+      {T(1), std::ldexp(T(1), -200)},
+  };
+  const size_t n = sizeof pairs / sizeof pairs[0];
+  // Each case alone in a tile of near pairs, and all of them in one tile.
+  for (size_t k = 0; k <= n; ++k) {
+    const size_t count = 700;
+    std::mt19937_64 rng(7 + k);
+    std::vector<char> in = pair_rows<T>(count, count, rng, false);
+    for (size_t j = 0; j < n; ++j)
+      if (k == n || j == k) set_pair<T>(in, count, 600 + j, pairs[j][0], pairs[j][1]);
+    check(t, in, 2, count, count, "pair case " + std::to_string(k));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(ExactSum, PairSpecialCases) {
+  pair_cases<double>(kTypes[0]);
+  pair_cases<float>(kTypes[1]);
+}
+
+// The FPU's add is the definition's only in the default environment:
+// another rounding mode, flush-to-zero or denormals-are-zero must not
+// change the bits (the kernels fall back to integers), and the kernels
+// leave the environment, flags included, as they found it.
+TEST(ExactSum, PairsWhateverTheFloatingPointEnvironment) {
+  const size_t count = 1500;
+  std::mt19937_64 rng(8);
+  for (const Type& t : {kTypes[0], kTypes[1]}) {
+    const bool dbl = t.datatype == COLL_DOUBLE;
+    std::vector<char> in = dbl ? pair_rows<double>(count, count, rng, false)
+                               : pair_rows<float>(count, count, rng, false);
+    // Subnormal sums and subnormal contributions, for FTZ and DAZ.
+    for (size_t i = 0; i < 100; ++i) {
+      if (dbl)
+        set_pair<double>(in, count, 1000 + i, std::ldexp(1.0 + double(i) / 128, -1022),
+                         -std::ldexp(1.0 + double(i + 1) / 256, -1022));
+      else
+        set_pair<float>(in, count, 1000 + i, std::ldexp(float(i + 1), -149),
+                        std::ldexp(1.0f + float(i) / 128, -120));
+    }
+    for (int mode : {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO}) {
+      ASSERT_EQ(0, std::fesetround(mode));
+      check(t, in, 2, count, count, "rounding mode " + std::to_string(mode));
+      std::feclearexcept(FE_ALL_EXCEPT);
+      std::vector<char> out(count * t.size);
+      coll::exact_sum_rows(t.datatype, in.data(), 2, count, count, out.data());
+      const int raised = std::fetestexcept(FE_ALL_EXCEPT);
+      const int now = std::fegetround();
+      std::fesetround(FE_TONEAREST);
+      ASSERT_EQ(now, mode) << "the kernel changed the rounding mode";
+      ASSERT_EQ(raised, 0) << t.name << ": the kernel left floating-point flags raised";
+    }
+#if defined(__x86_64__)
+    const unsigned csr = _mm_getcsr();
+    for (unsigned bits : {0x8000u, 0x0040u, 0x8040u}) {  // FTZ, DAZ, both
+      _mm_setcsr(csr | bits);
+      std::vector<char> want(count * t.size), got(count * t.size);
+      coll::exact_sum_rows(t.datatype, in.data(), 2, count, count, got.data());
+      const unsigned after = _mm_getcsr();
+      _mm_setcsr(csr);
+      coll::reference::exact_sum_rows(t.datatype, in.data(), 2, count, count, want.data());
+      ASSERT_EQ(after & 0xffc0u, (csr | bits) & 0xffc0u);
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), count * t.size))
+          << t.name << " MXCSR bits " << bits << ": not the reference's bits";
+    }
+#endif
+  }
 }
 
 }  // namespace
