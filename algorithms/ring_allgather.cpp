@@ -55,13 +55,18 @@ Task ring_allgather(Channel& ch, const Args& a) {
   }
   const int right = ring::chain_next(r, n), left = ring::chain_prev(r, n);
   const size_t chunk = ch.slot_bytes();
+  // A recvbuf from coll_mem_alloc takes the left neighbour's chunks in
+  // place (Channel::offer): every recvbuf has the same layout, so a chunk
+  // goes to the offset it has in the sender's.
+  ch.offer(left, out, block * size_t(n), uint64_t(n - 1) * ((block + chunk - 1) / chunk));
   for (int s = 0; s < n - 1; ++s) {
-    const char* tx = out + size_t(ring::mod(r - s, n)) * block;
-    char* rx = out + size_t(ring::mod(r - s - 1, n)) * block;
+    const size_t tx = size_t(ring::mod(r - s, n)) * block;
+    const size_t rx = size_t(ring::mod(r - s - 1, n)) * block;
     for (size_t off = 0; off < block; off += chunk) {
       const size_t len = std::min(chunk, block - off);
-      co_await ch.send(right, tx + off, len);
-      std::memcpy(rx + off, co_await ch.recv(left, len), len);
+      co_await ch.send_placed(right, out + tx + off, len, tx + off);
+      const void* data = co_await ch.recv_placed(left, out + rx + off, len);
+      if (data != out + rx + off) std::memcpy(out + rx + off, data, len);
       co_await ch.release(left);
     }
   }

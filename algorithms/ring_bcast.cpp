@@ -4,7 +4,13 @@
 // the local copy. Large broadcasts go zero-copy: every rank but the root
 // exposes its buffer to its predecessor, which writes chunks straight into
 // it and forwards from its own buffer (at 2 ranks the whole message in one
-// write: ring::zero_copy_chunk).
+// write: ring::zero_copy_chunk). Otherwise a buffer from coll_mem_alloc
+// takes its chunks in place (Channel::offer).
+//
+// Deadlock freedom: each rank receives chunk c from its predecessor before
+// it sends chunk c on, and releases it after; a send waits only for a
+// credit its successor gives back as it receives, which waits on nothing
+// but our sends. Placing changes where a chunk lands, not who waits.
 #include <algorithm>
 #include <cstring>
 
@@ -32,15 +38,18 @@ Task ring_bcast(Channel& ch, const Args& a) {
     }
     co_return;
   }
+  // Memory a predecessor's writes reach by a plain copy (coll_mem_alloc's,
+  // on shm) is offered to it: its chunks are placed there, one copy a hop.
+  if (pos != 0) ch.offer(prev, buf, a.bytes, (a.bytes + chunk - 1) / chunk);
   for (size_t off = 0; off < a.bytes; off += chunk) {
     const size_t len = std::min(chunk, a.bytes - off);
     if (pos == 0) {
-      co_await ch.send(next, buf + off, len);
+      co_await ch.send_placed(next, buf + off, len, off);
       continue;
     }
-    const void* data = co_await ch.recv(prev, len);
-    if (!last) co_await ch.send(next, data, len);
-    std::memcpy(buf + off, data, len);
+    const void* data = co_await ch.recv_placed(prev, buf + off, len);
+    if (!last) co_await ch.send_placed(next, data, len, off);
+    if (data != buf + off) std::memcpy(buf + off, data, len);
     co_await ch.release(prev);
   }
 }

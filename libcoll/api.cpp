@@ -1247,4 +1247,21 @@ int coll_mem_deregister(void* addr) {
   });
 }
 
+int coll_mem_alloc(size_t size, void** ptr) {
+  if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
+  if (ptr) *ptr = nullptr;
+  return on_comm(g_world, [&](CommEntry&, coll::Communicator& c) {
+    if (!ptr) coll::fail(COLL_ERR_INVALID_ARG, "coll_mem_alloc: NULL ptr");
+    *ptr = c.context().mem_alloc(size);
+  });
+}
+
+int coll_mem_free(void* ptr) {
+  if (!g_initialized) return COLL_ERR_NOT_INITIALIZED;
+  if (!ptr) return COLL_SUCCESS;
+  return on_comm(g_world, [&](CommEntry&, coll::Communicator& c) {
+    c.context().mem_free(ptr);
+  });
+}
+
 }  // extern "C"

@@ -32,6 +32,23 @@ struct ExposeRecord {
 };
 static_assert(sizeof(ExposeRecord) == 32);
 
+// What a receiver writes into a peer's box to offer a buffer for placed
+// messages (Channel::offer), in the expose line's second half. Written as
+// a seqlock: `first` cleared, the body, then `first` (8-byte writes land
+// in order: the transport's promise), so that a sender reading while a
+// new offer replaces an old one sees first == 0, or two different firsts
+// around the body, and places nothing.
+struct OfferRecord {
+  uint64_t addr;
+  uint64_t length;
+  uint32_t rkey;
+  uint32_t count;  // messages first .. first + count - 1
+  uint64_t first;  // the pair's sequence of the first; 0: none
+};
+static_assert(sizeof(OfferRecord) == 32);
+constexpr size_t kOfferAt = sizeof(ExposeRecord);  // within the expose line
+static_assert(kOfferAt + sizeof(OfferRecord) <= kLineBytes);
+
 }  // namespace
 
 Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion* window_mr,
@@ -431,7 +448,11 @@ int Channel::committed_peers() const {
 
 bool Channel::SendWait::try_now() {
   if (!ch.credit_ready(peer)) return false;
-  if (!is_direct) {
+  RemoteRegion offered;
+  if (placed && ch.offered_for(peer, ch.sent_[size_t(peer)] + 1, offset, len, &offered)) {
+    ch.post_data(peer, src, len, offered.addr + offset, offered.rkey);
+    ch.post_flag(peer, len | kDirectBit);
+  } else if (!is_direct) {
     ch.do_send(peer, src, len);
   } else {
     if (len > 0) ch.post_data(peer, src, len, dst->addr + offset, dst->rkey);
@@ -444,6 +465,20 @@ Channel::RecvWait Channel::recv(int peer, size_t len) { return RecvWait(*this, p
 
 bool Channel::RecvWait::try_now() {
   if (is_direct) return ch.try_flag(peer, len | kDirectBit);
+  if (placed && len > 0) {
+    // Placed by its sender: only the flag is in the box, with the direct
+    // bit (never a line message: those carry no direct bit).
+    const uint64_t m = ch.received_[size_t(peer)];
+    const int k = int(m % uint64_t(ch.layout_.num_slots));
+    const uint64_t flag =
+        __atomic_load_n(ch.local_word(ch.layout_.ready(peer, k)), __ATOMIC_ACQUIRE);
+    if ((flag >> 32) != ((m + 1) & 0xffffffffu)) return false;
+    if ((flag & 0xffffffffu) == (len | kDirectBit)) {
+      data = placed;
+      ++ch.placed_received_;
+      return true;
+    }
+  }
   data = ch.message(peer, len);
   return data != nullptr;
 }
@@ -491,6 +526,46 @@ void Channel::expose(int peer, void* buf, size_t len) {
 }
 
 Channel::ExposedWait Channel::exposed_by(int peer) { return ExposedWait(*this, peer); }
+
+bool Channel::offer(int peer, void* buf, size_t len, uint64_t messages) {
+  if (len == 0 || messages == 0 || messages > UINT32_MAX ||
+      !transport_.copies_into(group_[size_t(peer)], buf, len))
+    return false;
+  const MemoryRegion* mr = pin(buf, len);
+  // Messages of this call from peer start after the last one consumed:
+  // every earlier operation on this channel consumed all of its own.
+  const OfferRecord rec{reinterpret_cast<uintptr_t>(buf), len, mr ? mr->rkey : 0,
+                        uint32_t(messages), received_[size_t(peer)] + 1};
+  const uint64_t none = 0;
+  const size_t at = layout_.expose(rank_) + kOfferAt;
+  post_to_window(peer, &none, sizeof none, at + offsetof(OfferRecord, first));
+  post_to_window(peer, &rec, offsetof(OfferRecord, first), at);
+  post_to_window(peer, &rec.first, sizeof rec.first, at + offsetof(OfferRecord, first));
+  return true;
+}
+
+bool Channel::offered_for(int peer, uint64_t message, size_t offset, size_t len,
+                          RemoteRegion* out) const {
+  if (len == 0) return false;
+  auto* rec = reinterpret_cast<const volatile OfferRecord*>(window_ + layout_.expose(peer) +
+                                                            kOfferAt);
+  const uint64_t first = __atomic_load_n(&rec->first, __ATOMIC_ACQUIRE);
+  if (first == 0 || message < first) return false;
+  const uint64_t addr = rec->addr, length = rec->length;
+  const uint32_t rkey = rec->rkey, count = rec->count;
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&rec->first, __ATOMIC_RELAXED) != first) return false;  // being replaced
+  if (message - first >= count || offset > length || len > length - offset) return false;
+  *out = RemoteRegion{addr, length, rkey, 0};
+  return true;
+}
+
+Channel::SendWait Channel::send_placed(int peer, const void* src, size_t len, size_t offset) {
+  SendWait w = send(peer, src, len);
+  w.placed = true;
+  w.offset = offset;
+  return w;
+}
 
 bool Channel::ExposedWait::try_now() {
   const uint64_t want = ch.exposures_seen_[size_t(peer)] + 1;

@@ -22,6 +22,9 @@
 //             finalizes, after its last write to p (Channel::quiesce);
 //   expose    {addr, length, rkey, sequence}: a user buffer of q that p may
 //             write into directly (zero-copy) during the current call;
+//             the line's second half, `offer`, {addr, length, rkey, count,
+//             first}: a buffer of q that p's messages first .. first +
+//             count - 1 may be placed in (placed messages, below);
 //   slot[k]   num_slots eager slots of slot_bytes each.
 // The window holds every partner's header (lines, credit, expose) first,
 // then every partner's slots, so that the slots' memory can be committed
@@ -207,6 +210,7 @@ class Channel {
     bool is_direct;
     const RemoteRegion* dst;
     size_t offset;
+    bool placed = false;  // send_placed: offset is into the peer's offered buffer
   };
   SendWait send(int peer, const void* src, size_t len);
   // co_await recv(peer, len): the next message from peer, which must be len
@@ -214,13 +218,15 @@ class Channel {
   // arguments: error). Its bytes are in our window, valid until
   // release(peer).
   struct RecvWait : Wait<RecvWait> {
-    RecvWait(Channel& c, int p, size_t n, bool direct)
-        : Wait(p, direct ? "a zero-copy message" : "a message", &c), ch(c), len(n), is_direct(direct) {}
+    RecvWait(Channel& c, int p, size_t n, bool direct, void* placed_at = nullptr)
+        : Wait(p, direct ? "a zero-copy message" : "a message", &c), ch(c), len(n),
+          is_direct(direct), placed(placed_at) {}
     bool try_now();
     const void* await_resume() const { return data; }
     Channel& ch;
     size_t len;
     bool is_direct;
+    void* placed;  // recv_placed: where the message lands if its sender placed it
     bool arrived = false;
     const void* data = nullptr;
   };
@@ -258,6 +264,34 @@ class Channel {
   // bytes from peer (its data is then in the buffer we exposed) and
   // releases its slot.
   Task recv_direct(int peer, size_t len);
+
+  // --- placed messages: eager messages that may land in the receiver's
+  // buffer ---------------------------------------------------------------
+  // Memory that a peer's writes reach by a plain copy (on shm, memory from
+  // coll_mem_alloc, which lies in the rank's segment: Transport::copies_into)
+  // can take that peer's messages in place, spared the slot and the copy
+  // out of it. No rank needs to know whether the others' buffers are such
+  // memory, and nobody waits for anybody: a receiver offers its buffer
+  // for the next `messages` messages from peer (one record in the peer's
+  // window), and the peer's send_placed writes each of them straight to its
+  // offset there if the offer is in when the message goes, through a slot
+  // otherwise; recv_placed takes either. An algorithm that offers must
+  // receive exactly `messages` messages from peer in this call, each with
+  // recv_placed, and its sender must place each at the offset where the
+  // receiver's recv_placed puts it. Returns whether it offered (false: the
+  // buffer is not such memory, or len or messages is 0).
+  bool offer(int peer, void* buf, size_t len, uint64_t messages);
+  // A send() (len <= slot_bytes()) that goes to offset of the buffer peer
+  // offered, if it did.
+  SendWait send_placed(int peer, const void* src, size_t len, size_t offset);
+  // A recv() whose message may have been placed at dst (the offset its
+  // sender placed it at): co_await gives dst then, else the slot's bytes,
+  // which the caller copies to dst; release(peer) either way.
+  RecvWait recv_placed(int peer, void* dst, size_t len) {
+    return RecvWait(*this, peer, len, false, dst);
+  }
+  // Messages that arrived placed (for COLL_DEBUG's account at finalize).
+  uint64_t placed_received() const { return placed_received_; }
 
   // --- the synchronous form of an algorithm (algorithms.hpp, NowFn) -----
   // Where writes complete when they are posted (no signaled writes: every
@@ -417,6 +451,9 @@ class Channel {
   [[noreturn]] void length_mismatch(int peer, uint64_t got, uint64_t want) const;
   // exposed_buffer: the write aimed at a buffer the peer exposed, not its window.
   [[noreturn]] void post_failed(int peer, size_t len, bool exposed_buffer);
+  // The buffer peer offered for our message number `message` (1-based, the
+  // pair's sequence), if that offer holds [offset, offset + len).
+  bool offered_for(int peer, uint64_t message, size_t offset, size_t len, RemoteRegion* out) const;
   const MemoryRegion* local_region(const void* src, size_t len) const;
   const MemoryRegion* pinned(const void* addr, size_t len) const;  // nullptr: not in this call
   const volatile uint64_t* local_word(size_t offset) const;
@@ -461,6 +498,7 @@ class Channel {
   bool needs_registration_;  // transport_.needs_local_registration(), asked once
   std::vector<uint64_t> sent_;           // messages sent to each peer
   std::vector<uint64_t> received_;       // messages released from each peer
+  uint64_t placed_received_ = 0;
   std::vector<uint64_t> exposed_to_;     // buffers exposed to each peer
   std::vector<uint64_t> exposures_seen_;  // buffers each peer exposed to us
   std::vector<const MemoryRegion*>* pins_ = nullptr;  // the running operation's

@@ -1,5 +1,6 @@
 #include "context.hpp"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <sched.h>
@@ -115,6 +116,9 @@ class LockedTransport final : public Transport {
   bool direct_writes_like_window() const override { return t_->direct_writes_like_window(); }
   bool direct_writes_like_window_among(const std::vector<int>& ranks) const override {
     return t_->direct_writes_like_window_among(ranks);
+  }
+  bool copies_into(int peer, const void* addr, size_t length) const override {
+    return t_->copies_into(peer, addr, length);  // reads what setup fixed: no lock
   }
   void check_peer(int peer) override {
     std::lock_guard<std::mutex> l(m_);
@@ -442,21 +446,104 @@ void Context::finalize() noexcept {
       std::fprintf(stderr,
                    "libcoll: rank %d: communicator %llu of %d ranks: window %llu B, %llu B "
                    "resident; slots committed at %u peers (%llu B); process: %u connections, "
-                   "%llu registrations\n",
+                   "%llu registrations; %llu messages received placed\n",
                    boot_->rank(), static_cast<unsigned long long>(c->id()), c->size(),
                    static_cast<unsigned long long>(s.window_bytes),
                    static_cast<unsigned long long>(s.window_resident_bytes), s.slot_peers,
                    static_cast<unsigned long long>(s.slots_committed_bytes), s.connections,
-                   static_cast<unsigned long long>(s.registrations));
+                   static_cast<unsigned long long>(s.registrations),
+                   static_cast<unsigned long long>(c->channel().placed_received()));
     }
   }
   comms_.clear();
   world_.reset();
   cache_.reset();  // rdma_dereg_mr(3): every region before the PD goes
+  // coll_mem_alloc memory not freed stays, as ordinary private memory with
+  // its contents, at its address: a program may read its results there
+  // after finalize (MPI_Alloc_mem's memory, through the shim, after
+  // MPI_Finalize). Copied out before the transport unmaps the segment,
+  // moved back to the address after.
+  struct Kept {
+    void* addr;
+    void* copy;
+    size_t bytes;
+  };
+  std::vector<Kept> kept;
+  for (const auto& [addr, bytes] : mem_) {
+    void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) continue;  // no room for a copy: it goes with the segment
+    std::memcpy(copy, addr, bytes);
+    kept.push_back({addr, copy, bytes});
+  }
+  mem_.clear();
   transport_.reset();
+  for (const Kept& k : kept)
+    (void)mremap(k.copy, k.bytes, k.bytes, MREMAP_MAYMOVE | MREMAP_FIXED, k.addr);
   // Last: this rank's windows and segments are gone when its launcher
   // hears that it finalized.
   boot_->leave();
+}
+
+void* Context::mem_alloc(size_t bytes) {
+  if (bytes == 0) fail(COLL_ERR_INVALID_ARG, "coll_mem_alloc: 0 bytes");
+  std::lock_guard<std::mutex> l(mem_mutex_);
+  // All of it committed now: a full /dev/shm is this call's error, not a
+  // SIGBUS at a peer's first write.
+  void* p = transport_->alloc_window(bytes, bytes);
+  try {
+    // In /dev/shm (shm and the hybrids' host part), keep room for what the
+    // world's windows may still commit on this host: their slots are
+    // committed by the writers at first use, and a full /dev/shm would
+    // fail the collectives of every rank here, not this allocation.
+    if (host_.local_ranks > 1 && transport_->copies_into(host_peer(), p, bytes)) {
+      uint64_t total = 0, available = 0;
+      const uint64_t reserve =
+          uint64_t(world_->resource_stats().window_bytes) * uint64_t(host_.local_ranks);
+      if (dev_shm_space(&total, &available) && available < reserve)
+        fail(COLL_ERR_NO_RESOURCES,
+             "coll_mem_alloc: %zu bytes would leave /dev/shm %llu bytes available, less than "
+             "the %llu bytes this host's world windows may still commit (df /dev/shm; free "
+             "coll_mem_alloc memory, or give /dev/shm more room)",
+             bytes, static_cast<unsigned long long>(available),
+             static_cast<unsigned long long>(reserve));
+    }
+    cache_->register_explicit(p, bytes);
+  } catch (...) {
+    transport_->free_window(p, bytes);
+    throw;
+  }
+  // A child of fork() would share the pages (shm) or break the pinning
+  // (rdma): it gets none, as with registered memory under ibv_fork_init.
+  (void)madvise(p, bytes, MADV_DONTFORK);
+  mem_.emplace_back(p, bytes);
+  return p;
+}
+
+int Context::host_peer() const {
+  const int me = boot_->rank();
+  for (int r = 0; r < int(host_.hosts.size()); ++r)
+    if (r != me && host_.hosts[size_t(r)] == host_.hosts[size_t(me)]) return r;
+  return -1;
+}
+
+void Context::mem_free(void* addr) {
+  std::lock_guard<std::mutex> l(mem_mutex_);
+  auto it = std::find_if(mem_.begin(), mem_.end(), [&](const auto& m) { return m.first == addr; });
+  if (it == mem_.end())
+    fail(COLL_ERR_INVALID_ARG, "coll_mem_free: %p is not memory from coll_mem_alloc (or freed already)",
+         addr);
+  try {
+    cache_->deregister_explicit(addr);
+  } catch (const Error&) {
+    fail(COLL_ERR_INVALID_ARG, "coll_mem_free: %p is in use by a collective (in flight, or a "
+         "persistent request not yet freed)", addr);
+  }
+  // Cached registrations of parts of it (none while the explicit one
+  // stood, but a stale one must not outlive the memory).
+  cache_->invalidate(addr, it->second);
+  (void)madvise(addr, it->second, MADV_DOFORK);
+  transport_->free_window(addr, it->second);
+  mem_.erase(it);
 }
 
 void Context::note_dead(int world_rank) {

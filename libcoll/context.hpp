@@ -77,6 +77,19 @@ class Context {
   // per-host sub-communicators' included.
   size_t windows() const;
 
+  // coll_mem_alloc / coll_mem_free: memory that peers on this host write
+  // into by a plain copy (a range of this rank's shm segment; anonymous
+  // memory on tcp and rdma), registered explicitly for every communicator
+  // (pinned once on rdma), and not inherited by fork()ed children
+  // (MADV_DONTFORK, as registered memory under verbs). Throws
+  // COLL_ERR_NO_RESOURCES when the segment's arena (COLL_SHM_ARENA) or
+  // /dev/shm cannot hold it, COLL_ERR_INVALID_ARG for 0 bytes, a free of
+  // memory it did not hand out, or of memory a collective is using.
+  void* mem_alloc(size_t bytes);
+  void mem_free(void* addr);
+  // A rank on this host other than this one, or -1.
+  int host_peer() const;
+
   // World ranks found dead by a survivor round (Communicator::agree,
   // shrink): every communicator that holds them counts them failed.
   void note_dead(int world_rank);
@@ -130,6 +143,8 @@ class Context {
   std::mutex pending_mutex_;
   std::atomic<size_t> pending_count_{0};
   std::atomic<uint64_t> next_id_{1};
+  std::vector<std::pair<void*, size_t>> mem_;  // coll_mem_alloc's, under mem_mutex_
+  std::mutex mem_mutex_;
   std::vector<int> dead_;  // note_dead's, under dead_mutex_
   mutable std::mutex dead_mutex_;
   std::thread progress_thread_;

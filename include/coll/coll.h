@@ -616,6 +616,23 @@ int coll_mem_register(void *addr, size_t len);
  * not registered, or a range a collective is using (an operation in flight,
  * a persistent request not yet freed). */
 int coll_mem_deregister(void *addr);
+/* Memory for collective buffers that peers on this host write into
+ * directly (as NCCL's user-buffer registration): *ptr gets size bytes,
+ * page aligned and zeroed, registered for every communicator. On shared
+ * memory it lies in this rank's segment, so a collective whose receive
+ * buffer it is takes its peers' data in place - one copy where other
+ * memory takes two (the ring bcast and allgather today); on rdma it is
+ * pinned once. Any rank may use it or not, whatever the others do.
+ * Valid until coll_mem_free(*ptr) or coll_finalize; a child of fork()
+ * does not inherit it (MADV_DONTFORK). Errors: COLL_ERR_INVALID_ARG (NULL
+ * ptr, 0 bytes), COLL_ERR_NO_RESOURCES (the segment's arena, COLL_SHM_ARENA,
+ * or /dev/shm cannot hold it: *ptr is NULL and the message says which;
+ * malloc'd memory works as always). Messages: coll_comm_last_error(coll_comm_world()). */
+int coll_mem_alloc(size_t size, void **ptr);
+/* Frees what coll_mem_alloc gave (NULL: nothing). COLL_ERR_INVALID_ARG for
+ * other memory, memory freed already, or memory a collective is using (an
+ * operation in flight, a persistent request not yet freed). */
+int coll_mem_free(void *ptr);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,10 @@ class HybridTransport final : public Transport {
     return tcp_->direct_writes_like_window() && on_distinct_hosts(ranks, host_index_);
   }
 
+  bool copies_into(int peer, const void* addr, size_t length) const override {
+    return peer >= 0 && peer < size_ && same_host_[size_t(peer)] &&
+           shm_.transport->copies_into(peer, addr, length);
+  }
   MemoryRegion* reg_write(void* addr, size_t length) override {
     return shm_.transport->reg_write(addr, length);
   }

@@ -187,6 +187,10 @@ class ShmRdmaTransport final : public Transport {
   bool direct_writes_like_window_among(const std::vector<int>& ranks) const override {
     return on_distinct_hosts(ranks, host_index_);
   }
+  bool copies_into(int peer, const void* addr, size_t length) const override {
+    return peer >= 0 && peer < size_ && same_host_[size_t(peer)] &&
+           shm_.transport->copies_into(peer, addr, length);
+  }
 
   void check_peer(int peer) override {
     // A failure of the rdma half (an error completion, a lost QP) fails

@@ -336,6 +336,11 @@ class ShmTransport final : public Transport {
                   cma_pays_ ? "from 16 KiB" : "off", cma_probe_us_, memcpy_probe_us_);
   }
 
+  bool copies_into(int peer, const void* addr, size_t length) const override {
+    return peer >= 0 && peer < size_ && peer != rank_ && length > 0 &&
+           kind_of(const_cast<void*>(addr), length) == kRegionInSegment;
+  }
+
   MemoryRegion* reg_write(void* addr, size_t length) override {
     return table_->add(addr, length, kind_of(addr, length));
   }

@@ -282,6 +282,15 @@ class Transport {
   virtual bool direct_writes_like_window_among(const std::vector<int>& /*ranks*/) const {
     return direct_writes_like_window();
   }
+  // Whether peer's writes into this rank's memory [addr, addr + length)
+  // are a plain copy through peer's mapping of it: shm (and the host pairs
+  // of the hybrids) when the range lies in this rank's segment - memory
+  // from coll_mem_alloc, or a window. Such memory can take a peer's
+  // message in place (Channel::offer) for the price of the one copy a
+  // slot costs. False elsewhere (CMA, the network).
+  virtual bool copies_into(int /*peer*/, const void* /*addr*/, size_t /*length*/) const {
+    return false;
+  }
 
   // Throws Error(COLL_ERR_PEER_LOST) when peer is known to be gone. Cheap
   // enough to call every few milliseconds from a wait loop.
