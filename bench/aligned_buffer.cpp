@@ -16,4 +16,11 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   data_.reset(static_cast<std::byte*>(pointer));
 }
 
+AlignedBuffer::AlignedBuffer(size_t bytes, void* (*alloc)(size_t), void (*release)(void*))
+    : data_(nullptr, Free{release}), size_(bytes) {
+  void* pointer = alloc(bytes ? bytes : 1);
+  if (!pointer) throw std::bad_alloc();
+  data_.reset(static_cast<std::byte*>(pointer));
+}
+
 }  // namespace bench

@@ -12,13 +12,17 @@ namespace bench {
 class AlignedBuffer {
  public:
   explicit AlignedBuffer(size_t bytes);  // throws std::bad_alloc
+  // From a library's allocator instead (MPI_Alloc_mem, coll_mem_alloc:
+  // Session::alloc_mem); release gives it back.
+  AlignedBuffer(size_t bytes, void* (*alloc)(size_t), void (*release)(void*));
 
   std::byte* data() const { return data_.get(); }
   size_t size() const { return size_; }
 
  private:
   struct Free {
-    void operator()(std::byte* pointer) const { std::free(pointer); }
+    void (*release)(void*);  // nullptr (the value-initialized deleter): std::free
+    void operator()(std::byte* pointer) const { release ? release(pointer) : std::free(pointer); }
   };
   std::unique_ptr<std::byte[], Free> data_;
   size_t size_;

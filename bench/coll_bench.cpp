@@ -131,8 +131,12 @@ int run_benchmark(const Session& session, int argc, char** argv, const char* pro
   for (Collective collective : options->collectives) {
     buffer = std::max(buffer, buffer_bytes(collective, options->max_bytes, info.ranks));
   }
-  const AlignedBuffer send(buffer);
-  const AlignedBuffer recv(buffer);
+  const AlignedBuffer send = options->alloc_mem
+                                 ? AlignedBuffer(buffer, Session::alloc_mem, Session::release_mem)
+                                 : AlignedBuffer(buffer);
+  const AlignedBuffer recv = options->alloc_mem
+                                 ? AlignedBuffer(buffer, Session::alloc_mem, Session::release_mem)
+                                 : AlignedBuffer(buffer);
   std::vector<CollectiveResults> results;
   for (Collective collective : options->collectives) {
     if (session.reporting() && !results.empty()) std::printf("\n");

@@ -1,4 +1,6 @@
 // Session of coll_bench: libcoll alone.
+#include <coll/coll.h>
+
 #include "coll_runner.hpp"
 #include "session.hpp"
 
@@ -21,6 +23,13 @@ Session::Session(int* argc, char*** argv) : libraries_(std::make_unique<Librarie
 }
 
 Session::~Session() = default;
+
+void* Session::alloc_mem(size_t bytes) {
+  void* pointer = nullptr;
+  return coll_mem_alloc(bytes, &pointer) == COLL_SUCCESS ? pointer : nullptr;
+}
+
+void Session::release_mem(void* pointer) { coll_mem_free(pointer); }
 
 void Session::end_job_after_error(int) const {}
 

@@ -1,6 +1,8 @@
 // Session of coll_bench_mpi: Open MPI and libcoll in one process, both
 // spanning the ranks that mpirun started (libcoll finds them through
 // mpirun's PMIx server).
+#include <mpi.h>
+
 #include "coll_runner.hpp"
 #include "mpi_runner.hpp"
 #include "session.hpp"
@@ -48,6 +50,15 @@ Session::Session(int* argc, char*** argv) : libraries_(std::make_unique<Librarie
 }
 
 Session::~Session() = default;
+
+void* Session::alloc_mem(size_t bytes) {
+  void* pointer = nullptr;
+  return MPI_Alloc_mem(static_cast<MPI_Aint>(bytes), MPI_INFO_NULL, &pointer) == MPI_SUCCESS
+             ? pointer
+             : nullptr;
+}
+
+void Session::release_mem(void* pointer) { MPI_Free_mem(pointer); }
 
 void Session::end_job_after_error(int code) const { MpiLibrary::abort_job(code); }
 

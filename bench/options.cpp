@@ -75,7 +75,7 @@ std::string names_of(bool (*applies)(Collective)) {
   return names;
 }
 
-enum LongOnly { kCsv = 1000, kJson, kRounds, kSync, kSyncStart, kRotateRoot };
+enum LongOnly { kCsv = 1000, kJson, kRounds, kSync, kSyncStart, kRotateRoot, kAllocMem };
 
 }  // namespace
 
@@ -103,6 +103,7 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
                                         {"sync", required_argument, nullptr, kSync},
                                         {"sync-start", no_argument, nullptr, kSyncStart},
                                         {"rotate-root", no_argument, nullptr, kRotateRoot},
+                                        {"alloc-mem", no_argument, nullptr, kAllocMem},
                                         {"help", no_argument, nullptr, 'h'},
                                         {nullptr, 0, nullptr, 0}};
   Options options;
@@ -192,6 +193,9 @@ Options parse_options(int argc, char** argv, bool side_by_side) {
       case kRotateRoot:
         options.rotate_root = true;
         break;
+      case kAllocMem:
+        options.alloc_mem = true;
+        break;
       case 'h':
         options.help = true;
         break;
@@ -266,7 +270,8 @@ std::string usage(const char* program, bool side_by_side) {
       "  --json FILE    also write the results as JSON\n"
       "  --sync-start   also: each iteration started at one instant agreed on the\n"
       "                 ranks' clock, the latest rank's finish (SyncMax column)\n"
-      "  --rotate-root  rooted collectives: iteration i's root is (ROOT + i) mod np\n";
+      "  --rotate-root  rooted collectives: iteration i's root is (ROOT + i) mod np\n"
+      "  --alloc-mem    buffers from MPI_Alloc_mem (coll_bench_mpi) or coll_mem_alloc\n";
   if (side_by_side) {
     text +=
         "  --rounds N     alternate the libraries N times per size, ITER "

@@ -33,6 +33,11 @@ struct Options {
   // --rotate-root: rooted collectives move their root one rank on per
   // iteration, starting at -r.
   bool rotate_root = false;
+  // --alloc-mem: the message buffers come from the library's registered
+  // memory (MPI_Alloc_mem in coll_bench_mpi - coll_mem_alloc's where the
+  // shim serves it -, coll_mem_alloc in coll_bench) instead of
+  // aligned_alloc.
+  bool alloc_mem = false;
   bool help = false;
 };
 

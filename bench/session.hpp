@@ -44,6 +44,11 @@ class Session {
   // forever. With libcoll alone it returns: the peers' waits end with
   // COLL_TIMEOUT or with the loss of this rank.
   void end_job_after_error(int code) const;
+  // The library's registered memory (--alloc-mem): MPI_Alloc_mem where MPI
+  // runs (coll_bench_mpi), coll_mem_alloc in coll_bench. nullptr when it
+  // cannot; release frees it.
+  static void* alloc_mem(size_t bytes);
+  static void release_mem(void* pointer);
 
  private:
   // The libraries and their runners; set up by the constructor with the
