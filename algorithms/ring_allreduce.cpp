@@ -1,7 +1,8 @@
 // Ring allreduce: reduce-scatter then allgather, each segment cut into
 // slot-sized chunks that stream through the peers' windows. For large calls
 // the allgather goes zero-copy: each rank exposes its recvbuf to its left
-// neighbour, which writes the reduced segments straight into it.
+// neighbour, which writes the reduced segments straight into it; below
+// that, a recvbuf from coll_mem_alloc takes them in place (Channel::offer).
 //
 // Each segment is reduced at exactly one rank and then copied everywhere,
 // so the result is bitwise identical on every rank.
@@ -29,6 +30,18 @@ Task ring_allreduce(Channel& ch, const Args& a) {
   const bool zero_copy = ch.zero_copy(a.count * es);
   // Exposed first, so that the left neighbour never waits for it.
   if (zero_copy) ch.expose(left, out, a.count * es);
+  // Else a recvbuf from coll_mem_alloc takes the allgather's chunks in
+  // place (Channel::offer): those after the reduce-scatter's.
+  if (!zero_copy) {
+    uint64_t rs = 0, ag = 0;
+    for (int s = 0; s < n - 1; ++s) {
+      rs += ring::num_chunks(ring::segment(a.count, n, ring::rs_recv_segment(r, s, n)).count,
+                             chunk_elems);
+      ag += ring::num_chunks(ring::segment(a.count, n, ring::ag_recv_segment(r, s, n)).count,
+                             chunk_elems);
+    }
+    ch.offer(left, out, a.count * es, ag, rs);
+  }
 
   // Reduce-scatter. Step 0 sends from sendbuf; a received chunk is reduced
   // with our own input straight into recvbuf, and later steps send from
@@ -68,15 +81,15 @@ Task ring_allreduce(Channel& ch, const Args& a) {
           co_await ch.send_direct(right, right_buf, t.offset * es, out + t.offset * es,
                                   t.count * es);
         else
-          co_await ch.send(right, out + t.offset * es, t.count * es);
+          co_await ch.send_placed(right, out + t.offset * es, t.count * es, t.offset * es);
       }
       if (c < rx_chunks) {
         const ring::Range x = ring::chunk(rx, c, chunk_elems);
         if (zero_copy) {
           co_await ch.recv_direct(left, x.count * es);
         } else {
-          const void* data = co_await ch.recv(left, x.count * es);
-          std::memcpy(out + x.offset * es, data, x.count * es);
+          const void* data = co_await ch.recv_placed(left, out + x.offset * es, x.count * es);
+          if (data != out + x.offset * es) std::memcpy(out + x.offset * es, data, x.count * es);
           co_await ch.release(left);
         }
       }

@@ -30,15 +30,36 @@ Task scatter_allgather_bcast(Channel& ch, const Args& a) {
   auto rank_of = [&](int rel) { return binomial::absolute(rel, a.root, n); };
   auto* buf = static_cast<char*>(a.recvbuf);
   const size_t chunk = ch.slot_bytes();
+  const int right = rank_of(v + 1), left = rank_of(v - 1 + n);
+  const int parent = v != 0 ? rank_of(binomial::parent(v)) : -1;
+
+  // A buffer from coll_mem_alloc takes its chunks in place (Channel::offer):
+  // every rank's buffer has the same layout, so a chunk goes to the offset
+  // it has at its sender. The parent's scatter chunks come before the left
+  // neighbour's ring chunks, one offer where the two are one rank.
+  if (v != 0) {
+    const uint64_t scattered = chunks_of(binomial::subtree_span(a.bytes, n, v).bytes, chunk);
+    uint64_t ringed = 0;
+    for (int s = 0; s < n - 1; ++s)
+      if (!binomial::in_subtree(binomial::allgather_recv_segment(v, s, n), v, n))
+        ringed += chunks_of(
+            binomial::segment(a.bytes, n, binomial::allgather_recv_segment(v, s, n)).bytes, chunk);
+    if (parent == left) {
+      ch.offer(left, buf, a.bytes, scattered + ringed);
+    } else {
+      ch.offer(parent, buf, a.bytes, scattered);
+      ch.offer(left, buf, a.bytes, ringed);
+    }
+  }
 
   // Scatter: receive the segments of my subtree, pass on my children's.
   if (v != 0) {
     const binomial::Span mine = binomial::subtree_span(a.bytes, n, v);
-    const int parent = rank_of(binomial::parent(v));
     for (size_t off = 0; off < mine.bytes; off += chunk) {
       const size_t len = std::min(chunk, mine.bytes - off);
-      const void* data = co_await ch.recv(parent, len);
-      std::memcpy(buf + mine.offset + off, data, len);
+      char* at = buf + mine.offset + off;
+      const void* data = co_await ch.recv_placed(parent, at, len);
+      if (data != at) std::memcpy(at, data, len);
       co_await ch.release(parent);
     }
   }
@@ -46,12 +67,11 @@ Task scatter_allgather_bcast(Channel& ch, const Args& a) {
   for (auto kid = kids.rbegin(); kid != kids.rend(); ++kid) {
     const binomial::Span theirs = binomial::subtree_span(a.bytes, n, *kid);
     for (size_t off = 0; off < theirs.bytes; off += chunk)
-      co_await ch.send(rank_of(*kid), buf + theirs.offset + off,
-                       std::min(chunk, theirs.bytes - off));
+      co_await ch.send_placed(rank_of(*kid), buf + theirs.offset + off,
+                              std::min(chunk, theirs.bytes - off), theirs.offset + off);
   }
 
   // Ring allgather of the segments.
-  const int right = rank_of(v + 1), left = rank_of(v - 1 + n);
   for (int s = 0; s < n - 1; ++s) {
     const binomial::Span tx =
         binomial::segment(a.bytes, n, binomial::allgather_send_segment(v, s, n));
@@ -66,11 +86,12 @@ Task scatter_allgather_bcast(Channel& ch, const Args& a) {
     for (size_t c = 0; c < std::max(tx_chunks, rx_chunks); ++c) {
       const size_t off = c * chunk;
       if (c < tx_chunks)
-        co_await ch.send(right, buf + tx.offset + off, std::min(chunk, tx.bytes - off));
+        co_await ch.send_placed(right, buf + tx.offset + off, std::min(chunk, tx.bytes - off),
+                                tx.offset + off);
       if (c < rx_chunks) {
         const size_t len = std::min(chunk, rx.bytes - off);
-        const void* data = co_await ch.recv(left, len);
-        std::memcpy(buf + rx.offset + off, data, len);
+        const void* data = co_await ch.recv_placed(left, buf + rx.offset + off, len);
+        if (data != buf + rx.offset + off) std::memcpy(buf + rx.offset + off, data, len);
         co_await ch.release(left);
       }
     }

@@ -527,7 +527,7 @@ void Channel::expose(int peer, void* buf, size_t len) {
 
 Channel::ExposedWait Channel::exposed_by(int peer) { return ExposedWait(*this, peer); }
 
-bool Channel::offer(int peer, void* buf, size_t len, uint64_t messages) {
+bool Channel::offer(int peer, void* buf, size_t len, uint64_t messages, uint64_t after) {
   if (len == 0 || messages == 0 || messages > UINT32_MAX ||
       !transport_.copies_into(group_[size_t(peer)], buf, len))
     return false;
@@ -535,7 +535,7 @@ bool Channel::offer(int peer, void* buf, size_t len, uint64_t messages) {
   // Messages of this call from peer start after the last one consumed:
   // every earlier operation on this channel consumed all of its own.
   const OfferRecord rec{reinterpret_cast<uintptr_t>(buf), len, mr ? mr->rkey : 0,
-                        uint32_t(messages), received_[size_t(peer)] + 1};
+                        uint32_t(messages), received_[size_t(peer)] + 1 + after};
   const uint64_t none = 0;
   const size_t at = layout_.expose(rank_) + kOfferAt;
   post_to_window(peer, &none, sizeof none, at + offsetof(OfferRecord, first));

@@ -272,15 +272,15 @@ class Channel {
   // can take that peer's messages in place, spared the slot and the copy
   // out of it. No rank needs to know whether the others' buffers are such
   // memory, and nobody waits for anybody: a receiver offers its buffer
-  // for the next `messages` messages from peer (one record in the peer's
-  // window), and the peer's send_placed writes each of them straight to its
+  // for `messages` messages from peer, those after the next `after` (one
+  // record in the peer's window), and the peer's send_placed writes each of them straight to its
   // offset there if the offer is in when the message goes, through a slot
   // otherwise; recv_placed takes either. An algorithm that offers must
   // receive exactly `messages` messages from peer in this call, each with
   // recv_placed, and its sender must place each at the offset where the
   // receiver's recv_placed puts it. Returns whether it offered (false: the
   // buffer is not such memory, or len or messages is 0).
-  bool offer(int peer, void* buf, size_t len, uint64_t messages);
+  bool offer(int peer, void* buf, size_t len, uint64_t messages, uint64_t after = 0);
   // A send() (len <= slot_bytes()) that goes to offset of the buffer peer
   // offered, if it did.
   SendWait send_placed(int peer, const void* src, size_t len, size_t offset);

@@ -1,7 +1,8 @@
 /* coll_mem_alloc / coll_mem_free (issue 32 item 4): memory that peers on
  * the host write into in place. Modes (argv[1]):
  *
- *   collectives  bcast from every root and allgather at edge sizes (1 B,
+ *   collectives  bcast from every root, allgather and allreduce (uint32
+ *                sum, recvbuf from coll_mem_alloc) at edge sizes (1 B,
  *                an odd size, one slot, one slot + 7, several slots + 3),
  *                the receive buffers from coll_mem_alloc on every rank,
  *                on none, and on every other rank (each rank decides for
@@ -86,6 +87,21 @@ static void check_allgather(coll_comm_t w, size_t block, int use_mem, int round)
   free(send);
 }
 
+static void check_allreduce(coll_comm_t w, size_t bytes, int use_mem) {
+  const int n = size_of(w), r = rank_of(w);
+  const size_t count = bytes / 4 ? bytes / 4 : 1;
+  uint32_t* in = malloc(count * 4);
+  uint32_t* out = get_buf(count * 4, use_mem);
+  CHECK(in != NULL, "malloc");
+  for (size_t i = 0; i < count; ++i) in[i] = (uint32_t)(r * 7 + i);
+  OK(coll_allreduce(in, out, count, COLL_UINT32, COLL_SUM, w));
+  for (size_t i = 0; i < count; ++i)
+    CHECK(out[i] == (uint32_t)(7 * n * (n - 1) / 2 + n * i), "allreduce of %zu (mem %d): [%zu] is %u",
+          count, use_mem, i, out[i]);
+  put_buf(out, use_mem);
+  free(in);
+}
+
 static void collectives(coll_comm_t w) {
   const size_t slot = 128 << 10; /* the default slot; other slot sizes only shift the edges */
   const size_t sizes[] = {1, 4095, slot, slot + 7, 3 * slot + 3};
@@ -96,6 +112,7 @@ static void collectives(coll_comm_t w) {
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
       check_bcast(w, sizes[k], use_mem, ++round);
       check_allgather(w, sizes[k], use_mem, ++round);
+      check_allreduce(w, sizes[k] * (size_t)size_of(w), use_mem);
     }
   }
   /* One buffer used by many calls in a row (the cached registration).
