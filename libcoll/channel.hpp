@@ -273,9 +273,9 @@ class Channel {
   // out of it. No rank needs to know whether the others' buffers are such
   // memory, and nobody waits for anybody: a receiver offers its buffer
   // for `messages` messages from peer, those after the next `after` (one
-  // record in the peer's window), and the peer's send_placed writes each of them straight to its
-  // offset there if the offer is in when the message goes, through a slot
-  // otherwise; recv_placed takes either. An algorithm that offers must
+  // record in the peer's window), and the peer's send_placed writes each
+  // of them straight to its offset there if the offer is in when the
+  // message goes, through a slot otherwise; recv_placed takes either. An algorithm that offers must
   // receive exactly `messages` messages from peer in this call, each with
   // recv_placed, and its sender must place each at the offset where the
   // receiver's recv_placed puts it. Returns whether it offered (false: the
