@@ -68,6 +68,8 @@ class Communicator {
   Channel& channel() { return *channel_; }
   // coll_comm_resource_stats.
   coll_resource_stats_t resource_stats() const;
+  // Its own window's bytes (fixed at creation: readable from any thread).
+  size_t window_bytes() const { return window_.bytes; }
   // Its own window and its sub-communicators' (build_hierarchy).
   size_t windows() const { return 1 + (node_comm_ ? 1 : 0) + (leader_comm_ ? 1 : 0); }
   // "" before the first call of that collective.

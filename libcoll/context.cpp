@@ -498,7 +498,7 @@ void* Context::mem_alloc(size_t bytes) {
     if (host_.local_ranks > 1 && transport_->copies_into(host_peer(), p, bytes)) {
       uint64_t total = 0, available = 0;
       const uint64_t reserve =
-          uint64_t(world_->resource_stats().window_bytes) * uint64_t(host_.local_ranks);
+          uint64_t(world_->window_bytes()) * uint64_t(host_.local_ranks);
       if (dev_shm_space(&total, &available) && available < reserve)
         fail(COLL_ERR_NO_RESOURCES,
              "coll_mem_alloc: %zu bytes would leave /dev/shm %llu bytes available, less than "
