@@ -8,7 +8,7 @@
 #     an allreduce loop: its line says so, every survivor fails with
 #     COLL_ERR_PEER_LOST (4) at iteration 5 or 6 (a survivor that needed
 #     nothing more of rank 2 completes call 5, as ULFM allows) and none
-#     earlier, and collrun names rank 2 and signal 9.
+#     earlier (over tcp 4 too: below), and collrun names rank 2 and signal 9.
 #  2. exit at a call's start (call 0 of a barrier loop): collrun reports rank
 #     2's exit status 3 before coll_finalize; survivors fail at iteration 0
 #     or 1.
@@ -34,9 +34,19 @@ run --timeout 60 -x COLL_TIMEOUT=20 -x COLL_FAULT_INJECT=rank=2,call=5,after_sen
   "$prog" allreduce 99 0 kill 1000
 grep -q "COLL_FAULT_INJECT: rank 2 killed (SIGKILL) at call 5 of communicator 1 after 1 message" "$log" ||
   bad "1: no injection line"
+# Over tcp a survivor still inside call 4 (descheduled: 4 ranks on 2
+# cores) may fail it too: its 10 ms peer check (Context::check_stalled)
+# reads rank 2's stream to its end - the call-4 message that completes the
+# call, then the close - and reports the loss before the wait looks at the
+# message it just applied. ULFM allows failing a call that is not complete
+# there; the better answer (look once more before failing) is not built.
+# Seen at a8f7455 too: 1 run in 6 under load (2026-12-07). shm's check
+# reads no data, so there iteration 5 or 6 stays the rule.
+iterations="5|6"
+[[ $transport == tcp ]] && iterations="4|5|6"
 for r in 0 1 3; do
-  grep -Eq "fault-matrix rank $r: status=4 iteration=(5|6) " "$log" ||
-    bad "1: rank $r did not fail with PEER_LOST at iteration 5 or 6"
+  grep -Eq "fault-matrix rank $r: status=4 iteration=($iterations) " "$log" ||
+    bad "1: rank $r did not fail with PEER_LOST at iteration ${iterations//|/, }"
 done
 grep -q "collrun: rank 2 (pid [0-9]*) died: killed by signal 9" "$log" || bad "1: collrun did not name rank 2"
 grep -q "finished without noticing" "$log" && bad "1: a survivor did not notice"
