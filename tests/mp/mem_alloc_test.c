@@ -10,6 +10,9 @@
  *                checked against its closed form. tests/mp/mem_alloc.sh
  *                checks on top, from COLL_DEBUG's account, that messages
  *                did land in place.
+ *   allreduce    allreduce alone, in and out of place, at those sizes
+ *                and at many slots per rank (for the algorithm forced by
+ *                COLL_ALLREDUCE_ALGO; mem_alloc.sh counts its placements).
  *   free         the errors (NULL and 0 arguments, a free of malloc'd
  *                memory, a double free), and a buffer freed and allocated
  *                again - at the same address where the arena gives it
@@ -87,19 +90,37 @@ static void check_allgather(coll_comm_t w, size_t block, int use_mem, int round)
   free(send);
 }
 
-static void check_allreduce(coll_comm_t w, size_t bytes, int use_mem) {
+/* in_place: COLL_IN_PLACE, the input in recvbuf (its halves are sent
+ * from there and then overwritten by placed chunks). */
+static void check_allreduce(coll_comm_t w, size_t bytes, int use_mem, int in_place) {
   const int n = size_of(w), r = rank_of(w);
   const size_t count = bytes / 4 ? bytes / 4 : 1;
   uint32_t* in = malloc(count * 4);
   uint32_t* out = get_buf(count * 4, use_mem);
   CHECK(in != NULL, "malloc");
-  for (size_t i = 0; i < count; ++i) in[i] = (uint32_t)(r * 7 + i);
-  OK(coll_allreduce(in, out, count, COLL_UINT32, COLL_SUM, w));
+  for (size_t i = 0; i < count; ++i) (in_place ? out : in)[i] = (uint32_t)(r * 7 + i);
+  OK(coll_allreduce(in_place ? COLL_IN_PLACE : in, out, count, COLL_UINT32, COLL_SUM, w));
   for (size_t i = 0; i < count; ++i)
-    CHECK(out[i] == (uint32_t)(7 * n * (n - 1) / 2 + n * i), "allreduce of %zu (mem %d): [%zu] is %u",
-          count, use_mem, i, out[i]);
+    CHECK(out[i] == (uint32_t)(7 * n * (n - 1) / 2 + n * i),
+          "allreduce of %zu (mem %d, in place %d): [%zu] is %u", count, use_mem, in_place, i,
+          out[i]);
   put_buf(out, use_mem);
   free(in);
+}
+
+/* Allreduce alone (mem_alloc.sh's count is then its own), in and out of
+ * place, on every rank, none and every other; the sizes as in
+ * collectives() plus many chunks per partner (Rabenseifner's halves). */
+static void allreduce_only(coll_comm_t w) {
+  const size_t slot = 128 << 10;
+  const size_t sizes[] = {1, 4095, slot, slot + 7, 3 * slot + 3, 9 * slot + 11};
+  const int r = rank_of(w);
+  for (int who = 0; who < 3; ++who) {
+    const int use_mem = who == 0 ? 1 : who == 1 ? 0 : (r % 2 == 0);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
+      for (int in_place = 0; in_place < 2; ++in_place)
+        check_allreduce(w, sizes[k] * (size_t)size_of(w), use_mem, in_place);
+  }
 }
 
 static void collectives(coll_comm_t w) {
@@ -112,7 +133,7 @@ static void collectives(coll_comm_t w) {
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k) {
       check_bcast(w, sizes[k], use_mem, ++round);
       check_allgather(w, sizes[k], use_mem, ++round);
-      check_allreduce(w, sizes[k] * (size_t)size_of(w), use_mem);
+      check_allreduce(w, sizes[k] * (size_t)size_of(w), use_mem, 0);
     }
   }
   /* One buffer used by many calls in a row (the cached registration).
@@ -216,9 +237,11 @@ int main(int argc, char** argv) {
   OK(coll_init(&argc, &argv));
   coll_comm_t w = coll_comm_world();
   g_rank = rank_of(w);
-  CHECK(argc == 2, "usage: mem_alloc_test collectives|free|fork|exhaust");
+  CHECK(argc == 2, "usage: mem_alloc_test collectives|allreduce|free|fork|exhaust");
   if (!strcmp(argv[1], "collectives"))
     collectives(w);
+  else if (!strcmp(argv[1], "allreduce"))
+    allreduce_only(w);
   else if (!strcmp(argv[1], "free")) {
     free_errors_and_reuse(w);
     OK(coll_mem_alloc(kKept, (void**)&g_kept));
