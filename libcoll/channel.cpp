@@ -511,7 +511,15 @@ void Channel::do_release(int peer) {
   // message num_slots - 1 ahead of what this rank has consumed, and this
   // rank polls - sending it - before any wait; tcp sends it with its next
   // write to the peer, often the next call's message, in one system call.
-  post_to_window(peer, &consumed, sizeof consumed, layout_.credit(rank_), kWriteDeferrable);
+  // A credit for a peer that is gone is moot - its message is consumed -
+  // and failing here would fail a call that the dead rank completed (tcp
+  // learns the loss from reading its stream, which applied that message
+  // first); the next wait on or write to the peer meets the loss.
+  try {
+    post_to_window(peer, &consumed, sizeof consumed, layout_.credit(rank_), kWriteDeferrable);
+  } catch (const Error& e) {
+    if (e.status() != COLL_ERR_PEER_LOST) throw;
+  }
 }
 
 void Channel::expose(int peer, void* buf, size_t len) {

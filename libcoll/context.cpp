@@ -138,7 +138,7 @@ using Clock = std::chrono::steady_clock;
 // WaitPolicy, which decides between passes whether to spin, yield or nap
 // (wait_policy.hpp: why it yields so rarely).
 struct Context::Pacing {
-  Pacing(const WaitPolicyParams& params, RankPlacement* placement) : policy(params, placement) {}
+  Pacing(const WaitPolicyParams& params, RankPlacement* placement);
   WaitPolicy policy;
   bool started = false;  // the clock fields are set
   uint64_t pass = 0;
@@ -146,7 +146,7 @@ struct Context::Pacing {
   Clock::time_point last_progress;
   Clock::time_point next_peer_check;
   int left_peer = -1;  // the awaited peer, whose `left` notice the last peer check saw
-  uint64_t dumps_seen = 0;  // g_dump_requests when this wait last printed (or began)
+  uint64_t dumps_seen;  // g_dump_requests when this wait last printed (or began)
   bool dumped = false;      // COLL_DEBUG_DUMP's print of this wait is done
 };
 
@@ -158,7 +158,8 @@ std::atomic<uint64_t> g_contexts{0};
 // interrupted, so the waits print it themselves at their next check
 // (Context::check_stalled, within ~10 ms). A rank with no wait inside
 // libcoll says so from the handler, with write(2) of a line made at
-// coll_init, so that every rank signalled answers.
+// coll_init, and so does a wait that ended before a check saw the request
+// (Context::wait), so that every rank signalled answers.
 std::atomic<uint64_t> g_dump_requests{0};
 std::atomic<int> g_waiting{0};  // threads inside Context::wait
 char g_idle_line[160];
@@ -173,6 +174,13 @@ void on_dump_signal(int) {
   errno = saved;
 }
 
+}  // namespace
+
+// A dump request from here on is this wait's to answer.
+Context::Pacing::Pacing(const WaitPolicyParams& params, RankPlacement* placement)
+    : policy(params, placement), dumps_seen(g_dump_requests.load(std::memory_order_relaxed)) {}
+
+namespace {
 void install_dump_handler(int rank) {
   struct sigaction old {};
   if (::sigaction(SIGUSR1, nullptr, &old) != 0) return;
@@ -691,7 +699,6 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   const auto now = Clock::now();
   if (!p.started) {
     p.started = true;
-    p.dumps_seen = g_dump_requests.load(std::memory_order_relaxed);
     p.last_progress = now;
     p.next_peer_check = now + std::chrono::milliseconds(10);
   }
@@ -722,7 +729,20 @@ Clock::time_point Context::check_stalled(Communicator& comm, Pacing& p) {
   }
   if (now >= p.next_peer_check) {
     const Channel& ch = b && b->channel ? *b->channel : comm.channel();
-    if (peer >= 0) transport_->check_peer(ch.transport_rank(peer));
+    if (peer >= 0) {
+      try {
+        transport_->check_peer(ch.transport_rank(peer));
+      } catch (const Error& e) {
+        // The read that found the peer gone (tcp reads its stream to the
+        // close) may first have applied its last messages - the very one
+        // this wait is for. Look once more: a wait that can go on does, and
+        // the loss, which stays, fails the next wait on the peer instead.
+        // Without this a survivor fails a call the dead rank completed.
+        if (e.status() != COLL_ERR_PEER_LOST || !comm.advance()) throw;
+        p.next_peer_check = now + std::chrono::milliseconds(10);
+        return now;
+      }
+    }
     // A revocation (coll_comm_revoke) reaches every member, also one that
     // waits on another: every notice is read, and the communicator is
     // revoked here too (which tells this rank's peers in turn).
@@ -835,14 +855,23 @@ bool Context::drive(Operation& op, Pacing& p, bool once) {
 
 void Context::wait(Operation& op) {
   if (op.complete) return;
+  // Made before the count below goes up: a signal in between is answered
+  // by the handler and by this wait (twice rather than not at all).
   Pacing p(wait_params_, placement_.get());  // its clock starts at the first check
   p.policy.enter();
   p.policy.begin();
-  struct Waiting {
-    Waiting() { g_waiting.fetch_add(1, std::memory_order_relaxed); }
-    ~Waiting() { g_waiting.fetch_sub(1, std::memory_order_relaxed); }
-  } waiting;
-  drive(op, p, false);
+  {
+    struct Waiting {
+      Waiting() { g_waiting.fetch_add(1, std::memory_order_relaxed); }
+      ~Waiting() { g_waiting.fetch_sub(1, std::memory_order_relaxed); }
+    } waiting;
+    drive(op, p, false);
+  }
+  // A request that came while this wait ran but before a check printed it
+  // (a wait ends within its first 16 passes, where a loaded machine may
+  // deliver the signal) gets the handler's answer now: no wait is left.
+  if (g_dump_requests.load(std::memory_order_relaxed) != p.dumps_seen && g_idle_length > 0)
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, g_idle_line, g_idle_length);
 }
 
 bool Context::test(Operation& op) {
