@@ -61,7 +61,7 @@ struct DoublingFrame {
         const void* data = placed ? co_await ch.recv_placed(peer, dst, len * es)
                                   : co_await ch.recv(peer, len * es);
         if (flush_first) co_await ch.flush();
-        if (!placed || data != dst) take(rx + c, data, len);
+        if (data != dst) take(rx + c, data, len);  // a slot is never in recvbuf
         co_await ch.release(peer);
       }
     }
