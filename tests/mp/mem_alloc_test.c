@@ -112,7 +112,7 @@ static void check_allreduce(coll_comm_t w, size_t bytes, int use_mem, int in_pla
  * place, on every rank, none and every other; the sizes as in
  * collectives() plus many chunks per partner (Rabenseifner's halves). */
 static void allreduce_only(coll_comm_t w) {
-  const size_t slot = 128 << 10;
+  const size_t slot = 128 << 10; /* the tests' COLL_SLOT_SIZE */
   const size_t sizes[] = {1, 4095, slot, slot + 7, 3 * slot + 3, 9 * slot + 11};
   const int r = rank_of(w);
   for (int who = 0; who < 3; ++who) {
@@ -124,7 +124,7 @@ static void allreduce_only(coll_comm_t w) {
 }
 
 static void collectives(coll_comm_t w) {
-  const size_t slot = 128 << 10; /* the default slot; other slot sizes only shift the edges */
+  const size_t slot = 128 << 10; /* the tests' COLL_SLOT_SIZE (meson.build) */
   const size_t sizes[] = {1, 4095, slot, slot + 7, 3 * slot + 3};
   const int r = rank_of(w);
   int round = 0;
