@@ -41,5 +41,20 @@ fi
 echo "install-deps: installing ${missing[*]}" >&2
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# A machine whose image was made while dpkg ran (an interrupted unattended
+# upgrade) refuses every install until the pending packages are configured:
+# finish them first (a no-op when nothing is pending).
+$SUDO dpkg --configure -a >&2
+# apt's lock may be held a while by a periodic apt job: try again a few times.
+for attempt in 1 2 3; do
+  if $SUDO apt-get update -qq &&
+     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; then
+    exit 0
+  fi
+  echo "install-deps: apt-get failed (attempt $attempt); configuring dpkg and retrying" >&2
+  $SUDO dpkg --configure -a >&2 || true
+  sleep $((attempt * 10))
+done
+echo "install-deps: could not install ${missing[*]}" >&2
+exit 1
