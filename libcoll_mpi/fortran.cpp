@@ -539,6 +539,25 @@ void mpi_op_free_(MPI_Fint* op, MPI_Fint* ierr) {
   set(ierr, rc);
 }
 
+// MPI_ALLOC_MEM / MPI_FREE_MEM (issue 32 item 4): Open MPI's Fortran
+// routines call PMPI_Alloc_mem, so without these a Fortran program's memory
+// would never come from coll_mem_alloc (memory.cpp). BASEPTR receives the
+// address, an INTEGER(KIND=MPI_ADDRESS_KIND) or a TYPE(C_PTR): both are one
+// pointer-sized word (Open MPI's mpi_alloc_mem_cptr_ is the same routine);
+// `use mpi_f08` calls ompi_alloc_mem_f / ompi_free_mem_f (aliases below).
+// MPI_FREE_MEM's BASE is the memory itself, passed by reference.
+static_assert(sizeof(MPI_Aint) == sizeof(void*), "BASEPTR holds an address");
+
+void mpi_alloc_mem_(MPI_Aint* size, MPI_Fint* info, void* baseptr, MPI_Fint* ierr) {
+  set(ierr, MPI_Alloc_mem(*size, PMPI_Info_f2c(*info), baseptr));
+}
+
+void mpi_alloc_mem_cptr_(MPI_Aint* size, MPI_Fint* info, void* baseptr, MPI_Fint* ierr) {
+  mpi_alloc_mem_(size, info, baseptr, ierr);
+}
+
+void mpi_free_mem_(void* base, MPI_Fint* ierr) { set(ierr, MPI_Free_mem(base)); }
+
 // MPI's text, with libcoll's message for an error the shim returned
 // (state.cpp). string_len: the Fortran length (gfortran passes it after the
 // arguments; Open MPI's mpi_f08 wrapper passes it as the fifth argument).
@@ -567,6 +586,9 @@ extern "C" decltype(mpi_op_create_) pmpi_op_create __attribute__((alias("mpi_op_
 extern "C" decltype(mpi_op_create_) PMPI_OP_CREATE __attribute__((alias("mpi_op_create_")));
 COLL_MPI_FORTRAN_ALIASES(op_free, OP_FREE)
 COLL_MPI_FORTRAN_ALIASES(error_string, ERROR_STRING)
+COLL_MPI_FORTRAN_ALIASES(alloc_mem, ALLOC_MEM)
+COLL_MPI_FORTRAN_ALIASES(alloc_mem_cptr, ALLOC_MEM_CPTR)
+COLL_MPI_FORTRAN_ALIASES(free_mem, FREE_MEM)
 COLL_MPI_FORTRAN_ALIASES(init, INIT)
 COLL_MPI_FORTRAN_ALIASES(init_thread, INIT_THREAD)
 COLL_MPI_FORTRAN_ALIASES(finalize, FINALIZE)
