@@ -6,9 +6,8 @@
 // forces an algorithm (COLL_<NAME>_ALGO), its argument check, what happens
 // on one rank or with no data, the user buffers a call touches, and its
 // algorithms. Dispatch, forcing, coll_comm_last_algorithm, the tuning file
-// (selection.hpp) and the benchmark all read it. Adding a collective: an
-// enumerator below, a descriptor in registry.cpp, its algorithm files, its
-// default rules in default_tuning.cpp, and its entry points in the API.
+// (selection.hpp) and the benchmark all read it. Adding a collective:
+// collective_list.hpp says what.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "collective_list.hpp"
 #include "datatype.hpp"
 #include "task.hpp"
 
@@ -24,24 +24,29 @@ namespace coll {
 class Channel;
 
 enum class Coll {
-  kAllreduce,
-  kBcast,
-  kBarrier,
-  kAllgather,
-  kReduce,
-  kAllgatherv,
-  kReduceScatterBlock,
-  kReduceScatter,
-  kGather,
-  kGatherv,
-  kScatter,
-  kScatterv,
-  kAlltoall,
-  kAlltoallv,
-  kScan,
-  kExscan,
+#define COLL_ENUMERATOR(Id, name) k##Id,
+  COLL_COLLECTIVES(COLL_ENUMERATOR)
+#undef COLL_ENUMERATOR
 };
-inline constexpr int kCollCount = 16;
+#define COLL_ONE(Id, name) +1
+inline constexpr int kCollCount = 0 COLL_COLLECTIVES(COLL_ONE);
+#undef COLL_ONE
+// Each collective's name (its descriptor's, the knobs' and the tuning
+// file's), indexed by Coll.
+#define COLL_NAME(Id, name) #name,
+inline constexpr const char* kCollNames[kCollCount] = {COLL_COLLECTIVES(COLL_NAME)};
+#undef COLL_NAME
+
+// Whether `name` is a collective's name, at compile time too (the shim's
+// rows are checked with it).
+constexpr bool is_collective_name(const char* name) {
+  for (const char* c : kCollNames) {
+    int i = 0;
+    while (c[i] != 0 && c[i] == name[i]) ++i;
+    if (c[i] == name[i]) return true;
+  }
+  return false;
+}
 
 // The arguments of any collective (the union of what they take, as UCC's
 // ucc_coll_args). The API fills the raw fields; the descriptor's check

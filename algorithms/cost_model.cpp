@@ -464,6 +464,8 @@ struct Modelled {
   bool chosen = true;
 };
 
+// One row per collective in Coll's order (collective_list.hpp), each of
+// its descriptor's algorithms (unit_collective_rows checks both).
 const std::vector<Modelled>& modelled(Coll c) {
   static const std::vector<Modelled> table[kCollCount] = {
       /* allreduce */ {{"ring", ring_allreduce},

@@ -718,6 +718,7 @@ constexpr size_t count_of(const Algorithm (&)[N]) {
   return N;
 }
 
+// Row i is Coll i (collective_list.hpp; unit_collective_rows checks).
 const CollectiveInfo kCollectives[kCollCount] = {
     {Coll::kAllreduce, "allreduce", "COLL_ALLREDUCE_ALGO", check_allreduce, no_data,
      local_copy, buffers_allreduce, kAllreduce, count_of(kAllreduce)},

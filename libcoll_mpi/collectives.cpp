@@ -6,7 +6,8 @@
 // what is the same on every rank of the communicator: the shim's state and
 // configuration, the collective's kind and the operator, the type signature
 // of the data (types.cpp: element type, byte count), the communicator's
-// state (comms.cpp), the root. Adding a collective is an Fn enumerator
+// state (comms.cpp), the root. Adding a collective (one libcoll has:
+// algorithms/collective_list.hpp, checked below) is an Fn enumerator
 // (shim.hpp), a row in kFns with its libcoll start function, its shape's
 // case in plan_call(), a short entry point below, and its Fortran entry
 // point (fortran.cpp).
@@ -33,6 +34,7 @@
 
 #include "coll_mpi.h"
 #include "shim.hpp"
+#include "../algorithms/collective_list.hpp"  // the list only: a macro, no code of the layers below
 
 // Open MPI's extensions: the persistent collectives (MPIX_X_init) are its
 // pcollreq extension in 4.x.
@@ -107,7 +109,7 @@ struct Row {
   {{"MPIX_" #Name "_init", knob, Kind::kind, true, true, init_##name}, Shape::shape, rooted}
 
 // In the order of Fn.
-const Row kFns[kFnCount] = {
+constexpr Row kFns[kFnCount] = {
     COLL_MPI_ROWS(Allreduce, Iallreduce, "allreduce", kReduction, allreduce, kAllreduce, false),
     COLL_MPI_ROWS(Bcast, Ibcast, "bcast", kBytes, bcast, kBcast, true),
     COLL_MPI_ROWS(Barrier, Ibarrier, "barrier", kNone, barrier, kBarrier, false),
@@ -129,6 +131,32 @@ const Row kFns[kFnCount] = {
     COLL_MPI_ROWS(Alltoallw, Ialltoallw, "alltoallw", kMove, alltoallw, kAlltoallw, false),
 };
 #undef COLL_MPI_ROWS
+
+// The rows against libcoll's list of collectives (collective_list.hpp):
+// each of its collectives served in its three forms, in rows of its name,
+// and one more triple, alltoallw's, which libcoll does not implement (its
+// calls are counted and passed to MPI).
+#define COLL_MPI_NAME(Id, name) #name,
+constexpr const char* kLibcollCollectives[] = {COLL_COLLECTIVES(COLL_MPI_NAME)};
+#undef COLL_MPI_NAME
+constexpr bool same_name(const char* a, const char* b) {
+  while (*a != 0 && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+constexpr int rows_named(const char* name) {
+  int rows = 0;
+  for (const Row& row : kFns) rows += same_name(row.info.knob, name) ? 1 : 0;
+  return rows;
+}
+constexpr bool rows_match_collectives() {
+  for (const char* name : kLibcollCollectives)
+    if (rows_named(name) != 3) return false;
+  return rows_named("alltoallw") == 3 &&
+         kFnCount == 3 * (int(sizeof kLibcollCollectives / sizeof kLibcollCollectives[0]) + 1);
+}
+static_assert(rows_match_collectives(),
+              "kFns: three rows (MPI_X, MPI_IX, MPIX_X_init) for each collective of "
+              "algorithms/collective_list.hpp, and alltoallw's");
 
 char* at(const void* buf, MPI_Count offset) {
   return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(buf) + uintptr_t(offset));
