@@ -219,8 +219,10 @@ const Algorithm& zero_copy_choice(const Algorithm& chosen, Coll c);
 // a collective that does not reduce.
 const Algorithm* in_order_algorithm(Coll c);
 // Builds the selection table now (reads COLL_TUNING_FILE when it is set), so
-// that a bad file fails coll_init rather than the first collective.
-void load_selection();
+// that a bad file fails coll_init rather than the first collective;
+// oversubscribed (some host's ranks outnumber its CPUs, alike at every rank)
+// puts kOversubscribedTuning's rules before the defaults (selection.hpp).
+void load_selection(bool oversubscribed);
 
 // Algorithms, one per file (each with its deadlock argument on top).
 Task ring_allreduce(Channel& ch, const Args& args);

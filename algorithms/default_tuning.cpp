@@ -229,4 +229,22 @@ exscan        4      0          direct
 exscan        4      8K         linear
 )";
 
+// Oversubscribed (ranks outnumber a host's CPUs: np 3-4 on the 2-core
+// development machine) the ring and scatter-allgather bcasts wait on a
+// chain of ranks that take turns on the CPUs, while linear's root writes
+// every copy itself and its receivers each wait once. Measured 2026-12-07
+// through the shim (bench/shim-compare.sh, OSU's loop, shim with the
+// defaults above against COLL_BCAST_ALGO=linear, alternating with Open MPI
+// tuned and han; bench/results/shim-2026-12-07-bcast-linear/): against the
+// best peer, 64 KiB - 4 MiB, 9 repeats quiet, the defaults 0.33-1.25 at
+// np 3 and 0.74-2.18 at np 4 (64-128 KiB: 2.16-2.18), linear 0.31-0.76 and
+// 0.32-0.79; beside a busy process (5 repeats) the defaults 0.48-1.86 and
+// 1.57-2.81, linear 0.10-2.20 (1.02 at np 3 512 KiB, over 1 at 4 MiB
+// only) and 0.17-1.40. Not for machines with a core per rank, where the
+// ring's pipeline moves a large message at one copy's speed and linear's
+// root at n - 1 copies': the defaults above stay theirs.
+const char* const kOversubscribedTuning = R"(
+bcast         3-4    0          linear
+)";
+
 }  // namespace coll

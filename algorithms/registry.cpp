@@ -863,6 +863,9 @@ const Algorithm& zero_copy_choice(const Algorithm& chosen, Coll c) {
   return zc ? *zc : chosen;
 }
 
-void load_selection() { active_selection(); }
+void load_selection(bool oversubscribed) {
+  set_selection_oversubscribed(oversubscribed);
+  active_selection();
+}
 
 }  // namespace coll

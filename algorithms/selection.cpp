@@ -1,6 +1,7 @@
 #include "selection.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -137,8 +138,11 @@ const SelectionRule* SelectionTable::find(Coll c, int nranks, size_t bytes) cons
   return best;
 }
 
-Selection::Selection(SelectionTable overrides, const model::Params& model)
+Selection::Selection(SelectionTable overrides, const model::Params& model, bool oversubscribed)
     : defaults_(SelectionTable::parse(kDefaultTuning, "built-in tuning table")),
+      oversubscribed_(oversubscribed ? SelectionTable::parse(kOversubscribedTuning,
+                                                             "built-in oversubscribed table")
+                                     : SelectionTable()),
       overrides_(std::move(overrides)),
       model_(model) {}
 
@@ -160,11 +164,12 @@ void narrow(const SelectionTable& table, Coll c, int nranks, size_t bytes, size_
 
 Selection::Found Selection::find(Coll c, int nranks, size_t bytes) const {
   Found found{overrides_.find(c, nranks, bytes), 0, SIZE_MAX};
+  if (!found.rule) found.rule = oversubscribed_.find(c, nranks, bytes);
   if (!found.rule) found.rule = defaults_.find(c, nranks, bytes);
   if (!found.rule)
     fail(COLL_ERR_INTERNAL, "no %s rule for %d ranks and %zu bytes in the built-in table",
          collective_info(c).name, nranks, bytes);
-  for (const SelectionTable* table : {&overrides_, &defaults_})
+  for (const SelectionTable* table : {&overrides_, &oversubscribed_, &defaults_})
     narrow(*table, c, nranks, bytes, found.min_bytes, found.max_bytes);
   return found;
 }
@@ -218,12 +223,19 @@ Choice Selection::choice(Coll c, int nranks, size_t bytes) const {
   return {f.rule->algorithm, f.min_bytes, f.max_bytes};
 }
 
+namespace {
+std::atomic<bool> g_oversubscribed{false};
+}  // namespace
+
+void set_selection_oversubscribed(bool oversubscribed) { g_oversubscribed.store(oversubscribed); }
+
 const Selection& active_selection() {
   // A throwing initializer leaves the static uninitialized: the next call
   // reads the file again.
   static const Selection selection = [] {
     const std::string path = env_string("COLL_TUNING_FILE");
-    return path.empty() ? Selection() : Selection(SelectionTable::load(path));
+    return Selection(path.empty() ? SelectionTable() : SelectionTable::load(path),
+                     model::this_machine(), g_oversubscribed.load());
   }();
   return selection;
 }

@@ -74,6 +74,11 @@ class SelectionTable {
 
 // The compiled-in defaults, in the text format above (default_tuning.cpp).
 extern const char* const kDefaultTuning;
+// Rules that come before the defaults in a job whose ranks outnumber the
+// CPUs of a host (HostMap::any_host_oversubscribed: the same at every
+// rank, so all choose alike), where every dependent step of a schedule is
+// a rank waiting to be scheduled (default_tuning.cpp).
+extern const char* const kOversubscribedTuning;
 // The largest rank count the defaults were measured at. Past it a call
 // that no rule of the tuning file covers takes the cost model's choice
 // (cost_model.hpp, with this machine's fitted parameters) rather than the
@@ -93,8 +98,11 @@ struct Choice {
 // the model's choices instead of the defaults.
 class Selection {
  public:
+  // oversubscribed: kOversubscribedTuning's rules come before the
+  // defaults' (the tuning file's before both).
   explicit Selection(SelectionTable overrides = {},
-                     const model::Params& model = model::this_machine());
+                     const model::Params& model = model::this_machine(),
+                     bool oversubscribed = false);
 
   const Algorithm& algorithm(Coll c, int nranks, size_t bytes) const {
     return *choice(c, nranks, bytes).algorithm;
@@ -128,14 +136,18 @@ class Selection {
   const ModelTable& model_table(int nranks) const;
 
   SelectionTable defaults_;
+  SelectionTable oversubscribed_;  // empty unless the job is oversubscribed
   SelectionTable overrides_;
   model::Params model_;
   std::unique_ptr<ModelCache> model_cache_ = std::make_unique<ModelCache>();
 };
 
 // The selection in use: the defaults, overridden by the file that
-// COLL_TUNING_FILE names when it is set. Built at the first call; a bad file
-// throws Error(COLL_ERR_INVALID_ARG), and the next call tries again.
+// COLL_TUNING_FILE names when it is set, and by kOversubscribedTuning in an
+// oversubscribed job (set_selection_oversubscribed, before the first call).
+// Built at the first call; a bad file throws Error(COLL_ERR_INVALID_ARG),
+// and the next call tries again.
 const Selection& active_selection();
+void set_selection_oversubscribed(bool oversubscribed);
 
 }  // namespace coll

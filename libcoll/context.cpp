@@ -243,10 +243,12 @@ Context::Context(std::unique_ptr<Bootstrap> boot, const Config& config, int thre
     const std::string name = env_string(info.knob);
     if (!name.empty() && name != "auto") forced_[c] = &find_algorithm(Coll(c), name);
   }
-  load_selection();  // a bad COLL_TUNING_FILE fails coll_init, not the first collective
   select_reduce_kernels(config_.reduce_kernels);
 
   host_ = gather_host_map(*boot_, config_.timeout_s);
+  // A bad COLL_TUNING_FILE fails coll_init, not the first collective. The
+  // job-wide oversubscription (alike at every rank) picks the rules.
+  load_selection(host_.any_host_oversubscribed);
   // The slots of every window: grown where ranks outnumber CPUs, cut where
   // /dev/shm is too small for them (slot_sizing.hpp), alike on every rank.
   SlotInputs slot_inputs;

@@ -163,6 +163,29 @@ TEST(Selection, TuningRulesWinWhereTheyApplyAndDefaultsElsewhere) {
   EXPECT_EQ(std::string(tuned.algorithm(Coll::kBcast, 2, 5000).name), defaults.algorithm(Coll::kBcast, 2, 5000).name);
 }
 
+// An oversubscribed job takes kOversubscribedTuning's rules before the
+// defaults (the bcast at 3-4 ranks: linear at every size), a tuning file's
+// before both; elsewhere the defaults.
+TEST(Selection, OversubscribedRulesComeBeforeTheDefaults) {
+  const Selection plain;
+  const Selection over({}, model::this_machine(), true);
+  for (size_t bytes : {size_t(0), size_t(64) << 10, size_t(1) << 20, size_t(1) << 26}) {
+    EXPECT_EQ(std::string(over.algorithm(Coll::kBcast, 4, bytes).name), "linear") << bytes;
+    EXPECT_EQ(std::string(over.algorithm(Coll::kBcast, 3, bytes).name), "linear") << bytes;
+    EXPECT_EQ(&over.algorithm(Coll::kBcast, 2, bytes), &plain.algorithm(Coll::kBcast, 2, bytes));
+    EXPECT_EQ(&over.algorithm(Coll::kBcast, 5, bytes), &plain.algorithm(Coll::kBcast, 5, bytes));
+    EXPECT_EQ(&over.algorithm(Coll::kAllreduce, 4, bytes),
+              &plain.algorithm(Coll::kAllreduce, 4, bytes));
+  }
+  EXPECT_EQ(std::string(plain.algorithm(Coll::kBcast, 4, 1 << 20).name), "ring");
+  const Selection tuned(SelectionTable::parse("bcast 4 0 ring\n", "t"), model::this_machine(), true);
+  EXPECT_EQ(std::string(tuned.algorithm(Coll::kBcast, 4, 1 << 20).name), "ring");
+  EXPECT_EQ(std::string(tuned.algorithm(Coll::kBcast, 3, 1 << 20).name), "linear");
+  // A choice's range ends where the oversubscribed table's rule would.
+  const Choice c = over.choice(Coll::kBcast, 4, 100);
+  EXPECT_EQ(std::string(c.algorithm->name), "linear");
+}
+
 // A choice names the sizes it holds for: every size in the range gets the
 // same algorithm, and the range ends where some rule starts to apply.
 TEST(Selection, ChoicesHoldOverTheirWholeRange) {
@@ -248,7 +271,7 @@ TEST(Selection, ChooseReadsCollTuningFileAtFirstUse) {
   TempFile tuning("allreduce 3 0 recursive_doubling\n");
   TempFile broken("allreduce 3 0 no_such_algo\n");
   setenv("COLL_TUNING_FILE", broken.path().c_str(), 1);
-  EXPECT_THROW(load_selection(), Error);
+  EXPECT_THROW(load_selection(false), Error);
   EXPECT_THROW(choose_algorithm(Coll::kAllreduce, 3, 8), Error);
   EXPECT_THROW(choose_algorithm(Coll::kBcast, 3, 8), Error);
   setenv("COLL_TUNING_FILE", tuning.path().c_str(), 1);
