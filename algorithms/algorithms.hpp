@@ -37,17 +37,6 @@ inline constexpr int kCollCount = 0 COLL_COLLECTIVES(COLL_ONE);
 inline constexpr const char* kCollNames[kCollCount] = {COLL_COLLECTIVES(COLL_NAME)};
 #undef COLL_NAME
 
-// Whether `name` is a collective's name, at compile time too (the shim's
-// rows are checked with it).
-constexpr bool is_collective_name(const char* name) {
-  for (const char* c : kCollNames) {
-    int i = 0;
-    while (c[i] != 0 && c[i] == name[i]) ++i;
-    if (c[i] == name[i]) return true;
-  }
-  return false;
-}
-
 // The arguments of any collective (the union of what they take, as UCC's
 // ucc_coll_args). The API fills the raw fields; the descriptor's check
 // validates them and fills the derived ones.
