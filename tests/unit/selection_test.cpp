@@ -181,7 +181,7 @@ TEST(Selection, OversubscribedRulesComeBeforeTheDefaults) {
   const Selection tuned(SelectionTable::parse("bcast 4 0 ring\n", "t"), model::this_machine(), true);
   EXPECT_EQ(std::string(tuned.algorithm(Coll::kBcast, 4, 1 << 20).name), "ring");
   EXPECT_EQ(std::string(tuned.algorithm(Coll::kBcast, 3, 1 << 20).name), "linear");
-  // A choice's range ends where the oversubscribed table's rule would.
+  // choice() (what a communicator caches) takes the same rule as algorithm().
   const Choice c = over.choice(Coll::kBcast, 4, 100);
   EXPECT_EQ(std::string(c.algorithm->name), "linear");
 }
