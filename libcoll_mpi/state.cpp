@@ -78,6 +78,10 @@ std::atomic<uint64_t> g_comm_events[int(CommEvent::kCount)] = {};
 
 using ProgressFn = int (*)();
 ProgressFn g_opal_progress = nullptr;
+// Open MPI's opal_progress_yield_when_idle (on where mpirun oversubscribes),
+// or null; and whether it was on when the hook was registered.
+bool* g_opal_yield = nullptr;
+bool g_opal_yields = false;
 int (*g_unregister)(ProgressFn) = nullptr;
 bool g_hook_registered = false;
 
@@ -170,6 +174,8 @@ int progress_hook() {
 
 void register_hook() {
   g_opal_progress = reinterpret_cast<ProgressFn>(dlsym(RTLD_DEFAULT, "opal_progress"));
+  g_opal_yield = static_cast<bool*>(dlsym(RTLD_DEFAULT, "opal_progress_yield_when_idle"));
+  g_opal_yields = g_opal_yield && __atomic_load_n(g_opal_yield, __ATOMIC_RELAXED);
   // A served blocking call waits in libcoll (its wait policy, its
   // synchronous forms of small calls), MPI's progress called each time a
   // poll finds it still waiting.
@@ -356,9 +362,28 @@ int finish() {
   return PMPI_Finalize();
 }
 
+// The shim's waits (and libcoll's, through the wait hook) call this once
+// per failed poll and then pace themselves: libcoll's wait policy or
+// Pacer yields the CPU where the ranks outnumber the cores. Open MPI's
+// opal_progress yields too when it finds nothing to do and
+// mpi_yield_when_idle is on, which mpirun sets in exactly those jobs: two
+// yields per poll, each a context switch there. At np 4 on 2 cores an
+// MPI_Allreduce of 4 B took 4.8-5.1 us with 9-9.3 switches a call (barrier
+// and allreduce, counted with a sched_yield wrapper), against 2.8-3.4 us and
+// 4.6-4.9 switches with mpi_yield_when_idle=0 (Open MPI tuned: 3.3-3.6 us).
+// So opal_progress runs here with its yield off; MPI's own waits keep it.
+// Each thread stores false then true, so that whatever the interleaving of
+// two threads the last store puts it back; meanwhile another thread's MPI
+// wait may spin where it would have yielded, for a poll.
 void mpi_progress() {
   if (g_opal_progress) {
-    g_opal_progress();
+    if (g_opal_yields) {
+      __atomic_store_n(g_opal_yield, false, __ATOMIC_RELAXED);
+      g_opal_progress();
+      __atomic_store_n(g_opal_yield, true, __ATOMIC_RELAXED);
+    } else {
+      g_opal_progress();
+    }
     return;
   }
   int flag = 0;

@@ -21,7 +21,9 @@
  * progress across both engines (an MPI_Isend needed by a peer before a
  * served collective; a served request a peer waits for while this rank is in
  * MPI_Recv); MPI_ERRORS_RETURN on a failed served call (--errors); threads
- * (--threads: MPI_THREAD_MULTIPLE, one communicator per thread).
+ * (--threads: MPI_THREAD_MULTIPLE, one communicator per thread); Open
+ * MPI's yield_when_idle as MPI_Init set it after all of that (the shim turns
+ * it off around each opal_progress call of its waits, and back on).
  *
  * Prints "pmpi_test: all checks passed at np N" on rank 0. */
 #include <dlfcn.h>
@@ -934,6 +936,10 @@ int main(int argc, char** argv) {
     printf("pmpi_test: np %d, shim %s%s\n", size, counts_fn ? "loaded" : "not loaded",
            counts_fn ? (shim_active ? ", active" : ", inactive") : "");
 
+  /* Open MPI's switch (on where mpirun oversubscribes; null elsewhere). */
+  const _Bool* yield_when_idle = (const _Bool*)dlsym(RTLD_DEFAULT, "opal_progress_yield_when_idle");
+  const int yield_at_init = yield_when_idle ? *yield_when_idle : -1;
+
   if (threads) {
     CHECK(provided == MPI_THREAD_MULTIPLE, "provided %d", provided);
     if (provided == MPI_THREAD_MULTIPLE) test_threads();
@@ -952,6 +958,9 @@ int main(int argc, char** argv) {
     test_create_group();
     test_requests();
   }
+  if (yield_when_idle)
+    CHECK(*yield_when_idle == yield_at_init, "opal_progress_yield_when_idle %d, %d after MPI_Init",
+          *yield_when_idle, yield_at_init);
 
   int all = 0;
   PMPI_Allreduce(&errors, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
