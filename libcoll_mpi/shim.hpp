@@ -208,8 +208,9 @@ void count_rejected(Fn fn);  // served, and an argument of this rank rejected (p
 enum class CommEvent : int { kDerived, kLazy, kShared, kRefused, kFailed, kCount };
 void count_comm(CommEvent e);
 
-// Lets MPI progress once (opal_progress where Open MPI has it): called by the
-// shim's waits, so that a peer blocked in MPI on this rank is not stuck.
+// Lets MPI progress once (opal_progress where Open MPI has it, its yield
+// when idle off: the caller paces the wait): called by the shim's waits, so
+// that a peer blocked in MPI on this rank is not stuck.
 void mpi_progress();
 // Spin-then-yield pacing for the shim's polling loops.
 class Pacer {
