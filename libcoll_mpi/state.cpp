@@ -368,9 +368,10 @@ int finish() {
 // opal_progress yields too when it finds nothing to do and
 // mpi_yield_when_idle is on, which mpirun sets in exactly those jobs: two
 // yields per poll, each a context switch there. At np 4 on 2 cores an
-// MPI_Allreduce of 4 B took 4.8-5.1 us with 9-9.3 switches a call (barrier
-// and allreduce, counted with a sched_yield wrapper), against 2.8-3.4 us and
-// 4.6-4.9 switches with mpi_yield_when_idle=0 (Open MPI tuned: 3.3-3.6 us).
+// MPI_Allreduce of 4 B took 4.8-5.1 us and 9.0-9.3 context switches per
+// barrier + call (counted with a sched_yield wrapper); with opal's yield
+// off 2.8-3.1 us and 4.3-4.4 switches, as Open MPI tuned's own calls
+// (3.0-3.3 us, 4.4-4.9 switches).
 // So opal_progress runs here with its yield off; MPI's own waits keep it.
 // Each thread stores false then true, so that whatever the interleaving of
 // two threads the last store puts it back; meanwhile another thread's MPI

@@ -936,7 +936,7 @@ int main(int argc, char** argv) {
     printf("pmpi_test: np %d, shim %s%s\n", size, counts_fn ? "loaded" : "not loaded",
            counts_fn ? (shim_active ? ", active" : ", inactive") : "");
 
-  /* Open MPI's switch (on where mpirun oversubscribes; null elsewhere). */
+  /* Open MPI's switch (on where mpirun oversubscribes; null under another MPI). */
   const _Bool* yield_when_idle = (const _Bool*)dlsym(RTLD_DEFAULT, "opal_progress_yield_when_idle");
   const int yield_at_init = yield_when_idle ? *yield_when_idle : -1;
 
