@@ -220,6 +220,7 @@ Task binomial_allreduce(Channel& ch, const Args& args);
 Task recursive_doubling_allreduce(Channel& ch, const Args& args);
 bool recursive_doubling_allreduce_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task rabenseifner_allreduce(Channel& ch, const Args& args);
+Task direct_allreduce(Channel& ch, const Args& args);
 // Across hosts (algorithms/hierarchy.hpp): the automatic choice where a
 // communicator has a hierarchy; elsewhere, forced, the table's flat one.
 Task hierarchical_allreduce(Channel& ch, const Args& args);

@@ -163,6 +163,15 @@ double recursive_doubling_allreduce(const Net& net, size_t bytes) {
   return t;
 }
 
+// direct_allreduce.cpp: every rank writes the vector to each other rank in
+// slot-sized rounds (linear_alltoall's messages with the vector as the
+// block, less its own copy) and reduces the n - 1 it gets.
+double linear_alltoall(const Net& net, size_t bytes);
+double direct_allreduce(const Net& net, size_t bytes) {
+  const size_t b = elems(net, bytes) * net.p.elem_size;
+  return linear_alltoall(net, b) - net.copy(b) + (net.n - 1) * net.reduce(b);
+}
+
 // rabenseifner_allreduce.cpp: the fold, then recursive halving from mask
 // P/2 (B m / P bytes given at mask m, reduced), then recursive doubling
 // back up (the same bytes), then the unfold.
@@ -320,7 +329,6 @@ double bruck_allgather(const Net& net, size_t bytes) {
 
 // linear_allgather.cpp: rounds of one chunk of the own block to every
 // peer and one from every peer: linear_alltoall's messages (defined below).
-double linear_alltoall(const Net& net, size_t bytes);
 double linear_allgather(const Net& net, size_t bytes) { return linear_alltoall(net, bytes); }
 
 // --- reduce ----------------------------------------------------------------
@@ -453,8 +461,9 @@ struct Modelled {
   const char* name;
   CostFn cost;
   // Whether the model's choice (best, best_cost) may take it. Not the
-  // linear allgather(v), reduce and reduce_scatter(_block), and the direct
-  // scan and exscan (measured at np 3-4 only): they win where
+  // linear allgather(v), reduce and reduce_scatter(_block), the direct
+  // allreduce (measured at np 3-6 only), and the direct scan and exscan
+  // (measured at np 3-4 only): they win where
   // ranks outnumber cores (every dependent step is a rank to schedule), a
   // cost this model leaves out, and they were measured at np 4 only; at
   // the rank counts the model chooses for (past the table's 8) it cannot
@@ -472,7 +481,8 @@ const std::vector<Modelled>& modelled(Coll c) {
                        {"tree", tree_allreduce},
                        {"binomial", binomial_allreduce},
                        {"recursive_doubling", recursive_doubling_allreduce},
-                       {"rabenseifner", rabenseifner_allreduce}},
+                       {"rabenseifner", rabenseifner_allreduce},
+                       {"direct", direct_allreduce, false}},
       /* bcast */
       {{"ring", ring_bcast},
        {"binomial", binomial_bcast},

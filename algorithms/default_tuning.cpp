@@ -120,6 +120,20 @@
 // there the tree's own barrier is 3x tuned's (two message latencies
 // against one): both keep the tree.
 //
+// The direct (one-step) allreduce at np 3 (issue 32), through the shim
+// (bench/shim-compare.sh --np "3 4" --repeats 5 -b allreduce -c, against
+// the shim with recursive doubling and the better of Open MPI tuned and
+// han in one alternation; quiet, after the shim's waits stopped yielding
+// twice): at np 3 4-256 B direct 0.77-0.86 of the best peer against
+// recursive doubling's 1.11-1.24 (whose fold in and out makes three
+// dependent steps of one), 512 B - 32 KiB 0.32-0.59 against 0.36-0.70,
+// level at 64 KiB (0.52 / 0.51), behind from 128 KiB (0.67-0.73 against
+// 0.60): so direct below 64 KiB at np 3. At np 4 the two were level
+// (0.96-1.41 against 1.05-1.25 to 256 B, 0.32-0.64 both to 8 KiB):
+// recursive doubling, which has a synchronous form, stays. np 5 and 6
+// (3 repeats) looked better with direct below 2 KiB, but noisily: not
+// taken (bench/results/shim-2026-12-07-opal-yield/allreduce-direct.md).
+//
 // Rank counts above 8 (kDefaultTuningMaxRanks) take the cost model's
 // choices (selection.cpp, cost_model.hpp: this machine's shared-memory
 // parameters, every rank on one node) instead of stretching the rules of 8
@@ -140,7 +154,8 @@ allreduce     2      0          recursive_doubling
 allreduce     2      32K        ring
 allreduce     2      512K       rabenseifner
 allreduce     2      2M         tree
-allreduce     3      0          recursive_doubling
+allreduce     3      0          direct
+allreduce     3      64K        recursive_doubling
 allreduce     3      128K       binomial
 allreduce     3      1M         rabenseifner
 allreduce     4      0          recursive_doubling

@@ -22,6 +22,7 @@ constexpr Algorithm kAllreduce[] = {
     {"binomial", binomial_allreduce},
     {"recursive_doubling", recursive_doubling_allreduce, recursive_doubling_allreduce_now},
     {"rabenseifner", rabenseifner_allreduce},
+    {"direct", direct_allreduce},
     {"hierarchical", hierarchical_allreduce},
 };
 constexpr Algorithm kBcast[] = {

@@ -126,7 +126,7 @@ TEST(Selection, BadLinesAreErrorsNamingOriginLineAndProblem) {
   }
   e = parse_error("allreduce * 0 auto\n");
   EXPECT_NE(e.find("unknown allreduce algorithm 'auto' (valid: ring, tree, binomial, "
-                   "recursive_doubling, rabenseifner, hierarchical)"),
+                   "recursive_doubling, rabenseifner, direct, hierarchical)"),
             std::string::npos)
       << e;
   // A bcast-only name is no allreduce algorithm, and the other way round.
