@@ -33,9 +33,11 @@ Task direct_allreduce(Channel& ch, const Args& a) {
   const size_t es = a.elem_size;
   const auto* in = static_cast<const char*>(a.sendbuf);
   auto* out = static_cast<char*>(a.recvbuf);
+  // In place: COLL_IN_PLACE, or (allreduce's rule) sendbuf == recvbuf.
+  const bool in_place = a.sendbuf == a.recvbuf;
   Scratch own_copy;
   const char* own = in;
-  if (a.in_place && r > 0) {
+  if (in_place && r > 0) {
     own_copy.allocate(ch, a.count * es);
     std::memcpy(own_copy.get(), in, a.count * es);
     own = own_copy.get();
@@ -46,7 +48,7 @@ Task direct_allreduce(Channel& ch, const Args& a) {
     for (int k = 1; k < n; ++k) co_await ch.send((r + k) % n, in + off * es, len * es);
     // Sent from recvbuf in place: its bytes must be out before the fold
     // writes there (Channel::send wants its source unchanged until a flush).
-    if (a.in_place) co_await ch.flush();
+    if (in_place) co_await ch.flush();
     char* acc = out + off * es;
     const void* first = r == 0 ? own + off * es : co_await ch.recv(0, len * es);
     for (int p = 1; p < n; ++p) {
