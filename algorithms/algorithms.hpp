@@ -276,9 +276,11 @@ bool linear_scatter_now(Channel& ch, const Args& args, Polls& polls, Task& rest)
 bool linear_scatterv_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task pairwise_alltoall(Channel& ch, const Args& args);
 Task linear_alltoall(Channel& ch, const Args& args);
+bool linear_alltoall_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task bruck_alltoall(Channel& ch, const Args& args);
 Task pairwise_alltoallv(Channel& ch, const Args& args);
 Task linear_alltoallv(Channel& ch, const Args& args);
+bool linear_alltoallv_now(Channel& ch, const Args& args, Polls& polls, Task& rest);
 Task recursive_doubling_scan(Channel& ch, const Args& args);
 Task linear_scan(Channel& ch, const Args& args);
 Task recursive_doubling_exscan(Channel& ch, const Args& args);

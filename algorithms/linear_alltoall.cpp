@@ -49,12 +49,15 @@ Task direct(Channel& ch, const Args& a, size_t block) {
   for (int k = 1; k < n; ++k) co_await ch.recv_direct((r + n - k) % n, block);
 }
 
-Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx) {
+// first_sent: the first round's sends and the copy of this rank's own
+// block are done (the synchronous form hands the call over here when a
+// peer's block is not there yet).
+Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx, bool first_sent) {
   const int n = ch.size(), r = ch.rank();
   const size_t es = a.elem_size, chunk = ch.slot_bytes();
   const auto* in = static_cast<const char*>(a.sendbuf);
   auto* out = static_cast<char*>(a.recvbuf);
-  if (!a.in_place && rx.count(r) > 0)
+  if (!first_sent && !a.in_place && rx.count(r) > 0)
     std::memcpy(out + rx.displ(r) * es, in + tx.displ(r) * es, rx.count(r) * es);
   size_t rounds = 0;
   for (int i = 0; i < n; ++i)
@@ -63,7 +66,7 @@ Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx) {
           {rounds, chunks_of(tx.count(i) * es, chunk), chunks_of(rx.count(i) * es, chunk)});
   for (size_t c = 0; c < rounds; ++c) {
     const size_t off = c * chunk;
-    for (int k = 1; k < n; ++k) {
+    for (int k = 1; k < n && !(first_sent && c == 0); ++k) {
       const int p = (r + k) % n;
       const size_t len = tx.count(p) * es;
       if (off < len) co_await ch.send(p, in + tx.displ(p) * es + off, std::min(chunk, len - off));
@@ -80,18 +83,78 @@ Task linear(Channel& ch, const Args& a, Blocks tx, Blocks rx) {
   }
 }
 
+// The synchronous form (NowFn), not in place, where every block fits a
+// slot: waits for a credit on every pair it sends to (each waits for a
+// release of an earlier call's message, nothing of this call), sends every
+// block, then waits until every peer's block is there and takes them in
+// the coroutine's order. When a credit does not come within the polls
+// nothing is done; when a block does not, nothing is taken yet and the
+// coroutine goes on from the receives.
+bool linear_now(Channel& ch, const Args& a, Polls& polls, Task& rest, Blocks tx, Blocks rx) {
+  const int n = ch.size(), r = ch.rank();
+  const size_t es = a.elem_size, slot = ch.slot_bytes();
+  if (a.in_place) return false;
+  for (int i = 0; i < n; ++i)
+    if (tx.count(i) * es > slot || rx.count(i) * es > slot) return false;
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + k) % n;
+    if (tx.count(p) > 0)
+      while (!ch.can_send(p))
+        if (!polls.next()) return false;
+  }
+  const auto* in = static_cast<const char*>(a.sendbuf);
+  auto* out = static_cast<char*>(a.recvbuf);
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + k) % n;
+    if (tx.count(p) > 0) ch.send_now(p, in + tx.displ(p) * es, tx.count(p) * es);
+  }
+  if (rx.count(r) > 0)
+    std::memcpy(out + rx.displ(r) * es, in + tx.displ(r) * es, rx.count(r) * es);
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + n - k) % n;
+    const size_t len = rx.count(p) * es;
+    if (len > 0)
+      while (!ch.message(p, len))
+        if (!polls.next()) {
+          rest = linear(ch, a, tx, rx, true);
+          return false;
+        }
+  }
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + n - k) % n;
+    const size_t len = rx.count(p) * es;
+    if (len == 0) continue;
+    std::memcpy(out + rx.displ(p) * es, ch.message(p, len), len);
+    ch.release_now(p);
+  }
+  return true;
+}
+
+bool use_direct(const Channel& ch, const Args& a) {
+  const size_t block = a.count * a.elem_size;
+  return !a.in_place && direct_block(ch, block, block * size_t(ch.size()), kCmaNever);
+}
+
 }  // namespace
 
 Task linear_alltoall(Channel& ch, const Args& a) {
-  const size_t block = a.count * a.elem_size;
-  if (!a.in_place && direct_block(ch, block, block * size_t(ch.size()), kCmaNever))
-    return direct(ch, a, block);
-  return linear(ch, a, Blocks::same(a.count), Blocks::same(a.count));
+  if (use_direct(ch, a)) return direct(ch, a, a.count * a.elem_size);
+  return linear(ch, a, Blocks::same(a.count), Blocks::same(a.count), false);
 }
 
 Task linear_alltoallv(Channel& ch, const Args& a) {
   return linear(ch, a, Blocks::given(a.sendcounts, a.sdispls),
-                Blocks::given(a.recvcounts, a.rdispls));
+                Blocks::given(a.recvcounts, a.rdispls), false);
+}
+
+bool linear_alltoall_now(Channel& ch, const Args& a, Polls& polls, Task& rest) {
+  if (use_direct(ch, a)) return false;
+  return linear_now(ch, a, polls, rest, Blocks::same(a.count), Blocks::same(a.count));
+}
+
+bool linear_alltoallv_now(Channel& ch, const Args& a, Polls& polls, Task& rest) {
+  return linear_now(ch, a, polls, rest, Blocks::given(a.sendcounts, a.sdispls),
+                    Blocks::given(a.recvcounts, a.rdispls));
 }
 
 }  // namespace coll

@@ -83,11 +83,11 @@ constexpr Algorithm kScatterv[] = {
 constexpr Algorithm kAlltoall[] = {
     {"pairwise", pairwise_alltoall},
     {"bruck", bruck_alltoall},
-    {"linear", linear_alltoall},
+    {"linear", linear_alltoall, linear_alltoall_now},
 };
 constexpr Algorithm kAlltoallv[] = {
     {"pairwise", pairwise_alltoallv},
-    {"linear", linear_alltoallv},
+    {"linear", linear_alltoallv, linear_alltoallv_now},
 };
 constexpr Algorithm kScan[] = {
     {"recursive_doubling", recursive_doubling_scan},
