@@ -722,10 +722,44 @@ int run(const Call& c, const Row& row, Plan& p, MPI_Request* request, int prep) 
 
 const FnInfo& fn_info(Fn fn) { return kFns[int(fn)].info; }
 
+// The count and displacement arrays of a blocking v-form's plan, kept from
+// one call to the next on this thread: each call allocated and freed up to
+// four (a quarter of a served MPI_Alltoallv at np 1, 0.18 us). Swapped into
+// the plan for the call, emptied (the plan tells by their emptiness which
+// arrays it set), and back after it; a call made while another is planned
+// (from a user op) finds empty ones and allocates its own.
+class ReusedCounts {
+ public:
+  ReusedCounts(Plan& p, bool reuse) : p_(reuse ? &p : nullptr) {
+    swap();
+    if (!p_) return;
+    p_->scounts.clear();
+    p_->sdispls.clear();
+    p_->rcounts.clear();
+    p_->rdispls.clear();
+  }
+  ~ReusedCounts() { swap(); }
+  ReusedCounts(const ReusedCounts&) = delete;
+  ReusedCounts& operator=(const ReusedCounts&) = delete;
+
+ private:
+  void swap() {
+    if (!p_) return;
+    thread_local std::vector<size_t> kept[4];
+    p_->scounts.swap(kept[0]);
+    p_->sdispls.swap(kept[1]);
+    p_->rcounts.swap(kept[2]);
+    p_->rdispls.swap(kept[3]);
+  }
+  Plan* p_;
+};
+
 bool serve(Call& c, MPI_Request* request, int* rc) {
   forget_error();
   const Row& row = kFns[int(c.fn)];
   Plan p;
+  // A request keeps its plan's arrays: only blocking calls reuse them.
+  ReusedCounts reused(p, !row.info.nonblocking);
   p.stage.defer = row.info.persistent;  // packed at every start instead
   Reason why = Reason::kComm;
   Rejection rej;
