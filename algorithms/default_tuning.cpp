@@ -75,6 +75,15 @@
 // 83-103, though both move the same bytes; not looked into), so linear
 // only below 2 KiB a block there (bench/results/shim-2026-12-06-linear-ab/). Only np 4 was measured: the
 // other rank counts keep their rules.
+// At np 2 (2026-12-07, quiet, the same script, --np 2 --repeats 5,
+// 4 B - 64 KiB, COLL_<NAME>_ALGO=linear for the four against the ring and
+// recursive halving's ring in one alternation) linear's median latency was
+// lower or level at 52 of 60 points (allgather 16 KiB 3.72 us against 4.42,
+// reduce_scatter_block 2-4 KiB 0.84-1.16 against 1.02-1.41), its median
+// ratio to the best peer lower at 49 of 60, and reduce_scatter's
+// small sizes came to 1.02-1.11 from 1.14-1.34
+// (bench/results/shim-2026-12-07-opal-yield/np2-linear.md): linear below
+// 64 KiB at np 2.
 //
 // The direct (one-step) scan and exscan (issue 32) against the chain, at
 // np 3 and 4 only: build/bench/coll_bench -b scan,exscan -m 4:8192 (float
@@ -118,7 +127,20 @@
 // bcast and scatter 10-45x slower (the tree: 0.2-0.5x the peers) and at
 // np 2 bcast and scatter 1.4-1.5x the peers (the tree: 0.5-0.7x), while
 // there the tree's own barrier is 3x tuned's (two message latencies
-// against one): both keep the tree.
+// against one): both kept the tree.
+//
+// np 2 again after the shim's waits stopped yielding twice and the small
+// calls at np 2 got synchronous forms and one-step schedules (quiet,
+// bench/shim-compare.sh --np 2 --repeats 5 --sizes 4:65536 -b all -c,
+// COLL_BARRIER_ALGO=dissemination against the tree in one alternation):
+// points above the best peer 68 -> 47 of 226, the barrier's own ratio
+// 1.54 -> 0.85 (geometric means); allgather(v), allreduce, alltoall(v),
+// gather(v), reduce and reduce_scatter(_block) fell (0.73-0.85 from
+// 0.75-0.95), while bcast, scan, exscan and scatter(v), whose root the
+// tree let leave first, rose (0.78-0.87 from 0.56-0.72); what stays above
+// 1 is 1.01-1.19 but for reduce_scatter_block of no element a rank
+// (bench/results/shim-2026-12-07-opal-yield/np2-barrier.md). So at np 2 the
+// ranks leave together, as Open MPI's two-process barrier has them.
 //
 // The direct (one-step) allreduce at np 3 (issue 32), through the shim
 // (bench/shim-compare.sh --np "3 4" --repeats 5 -b allreduce -c, against
@@ -184,7 +206,7 @@ bcast         5+     0          binomial
 # tree: rank 0 leaves first, and two waves when ranks outnumber cores
 # (barrier.cpp); dissemination at 3 ranks (see the top of this file).
 barrier       *      0          tree
-barrier       3      0          dissemination
+barrier       2-3    0          dissemination
 
 allgather     *      0          ring
 allgather     4-7    0          bruck
@@ -193,6 +215,8 @@ allgather     4      0          linear
 allgather     4      2K         bruck
 allgather     3      0          linear
 allgather     3      8K         ring
+allgather     2      0          linear
+allgather     2      64K        ring
 allgatherv    *      0          ring
 allgatherv    4-7    0          bruck
 allgatherv    4-7    16K        ring
@@ -200,6 +224,8 @@ allgatherv    4      0          linear
 allgatherv    4      2K         bruck
 allgatherv    3      0          linear
 allgatherv    3      8K         ring
+allgatherv    2      0          linear
+allgatherv    2      64K        ring
 
 # The rules below were measured more roughly (see the top of this file).
 reduce        *      0          binomial
@@ -213,6 +239,8 @@ reduce_scatter_block  4    0      linear
 reduce_scatter_block  4    2K     recursive_halving
 reduce_scatter_block  3    0      linear
 reduce_scatter_block  3    2K     ring
+reduce_scatter_block  2    0      linear
+reduce_scatter_block  2    64K    ring
 reduce_scatter        *    0      recursive_halving
 reduce_scatter        2-3  0      ring
 reduce_scatter        5    256K   ring
@@ -220,6 +248,8 @@ reduce_scatter        4    0      linear
 reduce_scatter        4    2K     recursive_halving
 reduce_scatter        3    0      linear
 reduce_scatter        3    2K     ring
+reduce_scatter        2    0      linear
+reduce_scatter        2    64K    ring
 
 gather        *      0          linear
 gatherv       *      0          linear
