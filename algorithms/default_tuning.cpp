@@ -131,16 +131,17 @@
 //
 // np 2 again after the shim's waits stopped yielding twice and the small
 // calls at np 2 got synchronous forms and one-step schedules (quiet,
-// bench/shim-compare.sh --np 2 --repeats 5 --sizes 4:65536 -b all -c,
-// COLL_BARRIER_ALGO=dissemination against the tree in one alternation):
-// points above the best peer 68 -> 47 of 226, the barrier's own ratio
-// 1.54 -> 0.85 (geometric means); allgather(v), allreduce, alltoall(v),
-// gather(v), reduce and reduce_scatter(_block) fell (0.73-0.85 from
-// 0.75-0.95), while bcast, scan, exscan and scatter(v), whose root the
-// tree let leave first, rose (0.78-0.87 from 0.56-0.72); what stays above
-// 1 is 1.01-1.19 but for reduce_scatter_block of no element a rank
-// (bench/results/shim-2026-12-07-opal-yield/np2-barrier.md). So at np 2 the
-// ranks leave together, as Open MPI's two-process barrier has them.
+// bench/shim-compare.sh --np 2 -b all -c, 4 B - 64 KiB,
+// COLL_BARRIER_ALGO against the default in one alternation, twice): the
+// barrier's own ratio to the best peer 1.51-1.54 with the tree,
+// 0.85-0.91 with dissemination; allgather(v), allreduce, alltoall(v),
+// gather(v), reduce and reduce_scatter(_block) 0.02-0.05 lower in
+// geometric mean with dissemination, bcast, scan, exscan and scatter(v),
+// whose root the tree lets leave first, 0.15-0.25 higher. The points above
+// 1 went 68 -> 47 of 226 in one run and 61 -> 75 in the other; the
+// geometric mean over all was lower with the tree in both (0.777 / 0.793,
+// 0.782 / 0.836; bench/results/shim-2026-12-07-opal-yield/np2-barrier.md):
+// np 2 keeps the tree.
 //
 // The direct (one-step) allreduce at np 3 (issue 32), through the shim
 // (bench/shim-compare.sh --np "3 4" --repeats 5 -b allreduce -c, against
@@ -206,7 +207,7 @@ bcast         5+     0          binomial
 # tree: rank 0 leaves first, and two waves when ranks outnumber cores
 # (barrier.cpp); dissemination at 3 ranks (see the top of this file).
 barrier       *      0          tree
-barrier       2-3    0          dissemination
+barrier       3      0          dissemination
 
 allgather     *      0          ring
 allgather     4-7    0          bruck
