@@ -82,7 +82,9 @@
 // reduce_scatter_block 2-4 KiB 0.84-1.16 against 1.02-1.41), its median
 // ratio to the best peer lower at 49 of 60, and reduce_scatter's
 // small sizes came to 1.02-1.11 from 1.14-1.34
-// (bench/results/shim-2026-12-07-opal-yield/np2-linear.md): linear below
+// (a second alternation, 7 repeats, the ring forced against linear: lower
+// at 53 of 60, geometric mean 0.80 against 0.89;
+// bench/results/shim-2026-12-07-opal-yield/np2-linear.md): linear below
 // 64 KiB at np 2.
 //
 // The direct (one-step) scan and exscan (issue 32) against the chain, at
