@@ -284,7 +284,7 @@ TEST(Selection, ChooseReadsCollTuningFileAtFirstUse) {
 
 TEST(Selection, ForcedNamesAreFoundOrRejectedWithTheValidOnes) {
   for (const char* name :
-       {"ring", "tree", "binomial", "recursive_doubling", "rabenseifner", "hierarchical"})
+       {"ring", "tree", "binomial", "recursive_doubling", "rabenseifner", "direct", "hierarchical"})
     EXPECT_EQ(std::string(find_algorithm(Coll::kAllreduce, name).name), name);
   for (const char* name : {"ring", "tree", "binomial", "scatter_allgather", "hierarchical"})
     EXPECT_EQ(std::string(find_algorithm(Coll::kBcast, name).name), name);
