@@ -801,10 +801,10 @@ const Algorithm* lookup_algorithm(Coll c, const std::string& name) {
 // owner's operand first), not Rabenseifner, recursive halving or
 // reduce_scatter_gather (their first step joins ranks p/2 apart), not the
 // hierarchical ones (hosts' ranks need not be consecutive). The linear
-// (chain) and direct scan and exscan keep the rank order too (a left fold)
-// but associate the operands otherwise than recursive doubling, so
-// COLL_REPRODUCIBLE=order, which promises one grouping per rank count,
-// keeps recursive doubling for both.
+// (chain) and direct scan and exscan, and the direct allreduce, keep the
+// rank order too (a left fold) but associate the operands otherwise than
+// recursive doubling, so COLL_REPRODUCIBLE=order, which promises one
+// grouping per rank count, keeps recursive doubling for all three.
 const Algorithm* in_order_algorithm(Coll c) {
   switch (c) {
     case Coll::kAllreduce:
