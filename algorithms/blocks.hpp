@@ -121,6 +121,13 @@ class Scratch {
   // serves the block again from call to call.
   static constexpr size_t kPooledFrom = size_t(1) << 20;
   void allocate(Channel& ch, size_t bytes) {
+    allocate_local(bytes);
+    if (mem_ && ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
+  }
+  // Memory that no send reads (only this rank's own reductions): never
+  // pinned, so a persistent operation's starts stay clear of the
+  // registration cache (tests/mp/comm_test.c checks it on RDMA).
+  void allocate_local(size_t bytes) {
     if (bytes == 0) return;
     size_t pooled = 0;  // the pool buffer's capacity; 0: from operator new
     char* mem = bytes >= kPooledFrom
@@ -128,7 +135,6 @@ class Scratch {
                     : static_cast<char*>(::operator new(bytes, std::align_val_t(64)));
     mem_ = std::unique_ptr<char, Free>(mem, Free{pooled});
     bytes_ = bytes;
-    if (ch.needs_local_registration()) ch.pin(mem_.get(), bytes);
   }
   char* get() const { return mem_.get(); }
   size_t size() const { return bytes_; }

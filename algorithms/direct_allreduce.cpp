@@ -38,7 +38,7 @@ Task direct_allreduce(Channel& ch, const Args& a) {
   Scratch own_copy;
   const char* own = in;
   if (in_place && r > 0) {
-    own_copy.allocate(ch, a.count * es);
+    own_copy.allocate_local(a.count * es);  // read here only, never sent
     std::memcpy(own_copy.get(), in, a.count * es);
     own = own_copy.get();
   }
