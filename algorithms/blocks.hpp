@@ -156,6 +156,50 @@ class Scratch {
 // The number of slot-sized chunks of a message of len bytes (none for 0).
 inline size_t chunks_of(size_t len, size_t chunk) { return (len + chunk - 1) / chunk; }
 
+// The waits of the one-step schedules' synchronous forms (NowFn: linear
+// allgather(v), alltoall(v), reduce_scatter(_block)), each within the
+// polls' budget. A credit on every pair this rank sends a block to
+// (tx.count(p) > 0): each waits for the release of an earlier call's
+// message, nothing of this call. Sizes: anything with count(rank).
+template <class Sizes>
+bool credits_now(Channel& ch, const Sizes& tx, Polls& polls) {
+  const int n = ch.size(), r = ch.rank();
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + k) % n;
+    if (tx.count(p) > 0)
+      while (!ch.can_send(p))
+        if (!polls.next()) return false;
+  }
+  return true;
+}
+
+// Every peer's non-empty block of this call (rx.count(p) * es bytes) is
+// there, looked at in the coroutines' receive order (r - 1, r - 2, ...).
+inline bool blocks_there_now(Channel& ch, Blocks rx, size_t es, Polls& polls) {
+  const int n = ch.size(), r = ch.rank();
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + n - k) % n;
+    const size_t len = rx.count(p) * es;
+    if (len > 0)
+      while (!ch.message(p, len))
+        if (!polls.next()) return false;
+  }
+  return true;
+}
+
+// Then each of them copied to its place in out (rx.displ) and released,
+// in that order.
+inline void take_blocks_now(Channel& ch, Blocks rx, size_t es, char* out) {
+  const int n = ch.size(), r = ch.rank();
+  for (int k = 1; k < n; ++k) {
+    const int p = (r + n - k) % n;
+    const size_t len = rx.count(p) * es;
+    if (len == 0) continue;
+    std::memcpy(out + rx.displ(p) * es, ch.message(p, len), len);
+    ch.release_now(p);
+  }
+}
+
 // The root's wait in the synchronous forms (NowFn) of the linear rooted
 // algorithms: polls until ready(i, len) holds for every other rank i whose
 // block (len bytes, at_root) is not empty, in the coroutine's order. False

@@ -83,23 +83,11 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, Task& rest, Blocks blo
     for (int k = 1; k < n; ++k) ch.send_now((r + k) % n, a.sendbuf, own);
     if (!a.in_place) std::memcpy(out + blocks.displ(r) * es, a.sendbuf, own);
   }
-  for (int k = 1; k < n; ++k) {
-    const int p = (r + n - k) % n;
-    const size_t len = blocks.count(p) * es;
-    if (len > 0)
-      while (!ch.message(p, len))
-        if (!polls.next()) {
-          rest = linear(ch, a, blocks, true);
-          return false;
-        }
+  if (!blocks_there_now(ch, blocks, es, polls)) {
+    rest = linear(ch, a, blocks, true);
+    return false;
   }
-  for (int k = 1; k < n; ++k) {
-    const int p = (r + n - k) % n;
-    const size_t len = blocks.count(p) * es;
-    if (len == 0) continue;
-    std::memcpy(out + blocks.displ(p) * es, ch.message(p, len), len);
-    ch.release_now(p);
-  }
+  take_blocks_now(ch, blocks, es, out);
   return true;
 }
 

@@ -96,12 +96,7 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, Task& rest, Blocks tx,
   if (a.in_place) return false;
   for (int i = 0; i < n; ++i)
     if (tx.count(i) * es > slot || rx.count(i) * es > slot) return false;
-  for (int k = 1; k < n; ++k) {
-    const int p = (r + k) % n;
-    if (tx.count(p) > 0)
-      while (!ch.can_send(p))
-        if (!polls.next()) return false;
-  }
+  if (!credits_now(ch, tx, polls)) return false;
   const auto* in = static_cast<const char*>(a.sendbuf);
   auto* out = static_cast<char*>(a.recvbuf);
   for (int k = 1; k < n; ++k) {
@@ -110,23 +105,11 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, Task& rest, Blocks tx,
   }
   if (rx.count(r) > 0)
     std::memcpy(out + rx.displ(r) * es, in + tx.displ(r) * es, rx.count(r) * es);
-  for (int k = 1; k < n; ++k) {
-    const int p = (r + n - k) % n;
-    const size_t len = rx.count(p) * es;
-    if (len > 0)
-      while (!ch.message(p, len))
-        if (!polls.next()) {
-          rest = linear(ch, a, tx, rx, true);
-          return false;
-        }
+  if (!blocks_there_now(ch, rx, es, polls)) {
+    rest = linear(ch, a, tx, rx, true);
+    return false;
   }
-  for (int k = 1; k < n; ++k) {
-    const int p = (r + n - k) % n;
-    const size_t len = rx.count(p) * es;
-    if (len == 0) continue;
-    std::memcpy(out + rx.displ(p) * es, ch.message(p, len), len);
-    ch.release_now(p);
-  }
+  take_blocks_now(ch, rx, es, out);
   return true;
 }
 

@@ -111,12 +111,7 @@ bool linear_now(Channel& ch, const Args& a, Polls& polls, Task& rest, const size
     return false;
   }
   const Offsets blocks(counts, uniform, n);
-  for (int k = 1; k < n; ++k) {
-    const int p = (r + k) % n;
-    if (blocks.count(p) > 0)
-      while (!ch.can_send(p))
-        if (!polls.next()) return false;
-  }
+  if (!credits_now(ch, blocks, polls)) return false;
   const auto* in = static_cast<const char*>(a.sendbuf);
   for (int k = 1; k < n; ++k) {
     const int p = (r + k) % n;
