@@ -11,8 +11,9 @@
 // in rank order, ((x0 op x1) op x2) op ..., the lower ranks' operand first
 // (Reducer: `a` is the lower ranks'), so it also keeps the rank order of a
 // non-commutative operator. In place, recvbuf holds this rank's operand,
-// which the fold would overwrite before its turn: a rank above 0 keeps a
-// copy of it (rank 0's is read by the first reduction, which overwrites it).
+// which the fold would overwrite before its turn: a rank above 1 keeps a
+// copy of it (rank 0's and rank 1's are read by the first reduction, whose
+// destination may alias either operand: Reducer).
 //
 // Deadlock freedom: order the work by (chunk, send before receive). A
 // receive of chunk c waits for the peer's send of chunk c; a send waits for
@@ -37,7 +38,7 @@ Task direct_allreduce(Channel& ch, const Args& a) {
   const bool in_place = a.sendbuf == a.recvbuf;
   Scratch own_copy;
   const char* own = in;
-  if (in_place && r > 0) {
+  if (in_place && r > 1) {
     own_copy.allocate_local(a.count * es);  // read here only, never sent
     std::memcpy(own_copy.get(), in, a.count * es);
     own = own_copy.get();
