@@ -72,6 +72,7 @@ Channel::Channel(Transport& transport, const WindowLayout& layout, MemoryRegion*
       window_(static_cast<char*>(window_mr->addr)),
       needs_registration_(transport.needs_local_registration()),
       sent_(size_t(size_), 0),
+      credit_seen_(size_t(size_), 0),
       received_(size_t(size_), 0),
       exposed_to_(size_t(size_), 0),
       exposures_seen_(size_t(size_), 0) {
@@ -245,11 +246,22 @@ void Channel::post_data(int peer, const void* src, size_t len, uint64_t remote_a
   if (mr == window_mr_) slot_sources_in_flight_ = true;
 }
 
+// The peer's credit word is read only when the credit last read from it
+// does not cover this message. The peer writes that word at every release,
+// so each read of it after a release is a cache line taken from the peer's
+// core: at np 2 through the PMPI shim (OSU's loop: a barrier, then a 4 B
+// gather) that one load was 45% of a non-root's gather, about 0.16 us of
+// 0.34, on a call that never waited for a credit. A credit once seen stays
+// valid (the count only grows), so with num_slots slots the line is read
+// about once every num_slots - 1 messages instead of at each one.
 bool Channel::credit_ready(int peer) const {
   const uint64_t m = sent_[size_t(peer)];
   const uint64_t slots = uint64_t(layout_.num_slots);
-  return m < slots ||
-         __atomic_load_n(local_word(layout_.credit(peer)), __ATOMIC_ACQUIRE) >= m + 1 - slots;
+  if (m < slots) return true;
+  uint64_t& seen = credit_seen_[size_t(peer)];
+  if (seen >= m + 1 - slots) return true;
+  seen = __atomic_load_n(local_word(layout_.credit(peer)), __ATOMIC_ACQUIRE);
+  return seen >= m + 1 - slots;
 }
 
 void Channel::post_flag(int peer, size_t len_field) {

@@ -497,6 +497,9 @@ class Channel {
   char* window_;
   bool needs_registration_;  // transport_.needs_local_registration(), asked once
   std::vector<uint64_t> sent_;           // messages sent to each peer
+  // The last credit read from each peer's word (credit_ready): a lower
+  // bound of the peer's count, since credits only grow.
+  mutable std::vector<uint64_t> credit_seen_;
   std::vector<uint64_t> received_;       // messages released from each peer
   uint64_t placed_received_ = 0;
   std::vector<uint64_t> exposed_to_;     // buffers exposed to each peer

@@ -722,6 +722,13 @@ int run(const Call& c, const Row& row, Plan& p, MPI_Request* request, int prep) 
 
 const FnInfo& fn_info(Fn fn) { return kFns[int(fn)].info; }
 
+// The calls whose plan has count or displacement arrays: the v-forms
+// (displacements) and reduce_scatter (libcoll's counts, made in decide).
+constexpr bool has_counts(Shape s) {
+  return s == Shape::kAllgatherv || s == Shape::kGatherv || s == Shape::kScatterv ||
+         s == Shape::kAlltoallv || s == Shape::kReduceScatter;
+}
+
 // The count and displacement arrays of a blocking v-form's plan, kept from
 // one call to the next on this thread: each call allocated and freed up to
 // four (a quarter of a served MPI_Alltoallv at np 1, 0.18 us). Swapped into
@@ -758,8 +765,11 @@ bool serve(Call& c, MPI_Request* request, int* rc) {
   forget_error();
   const Row& row = kFns[int(c.fn)];
   Plan p;
-  // A request keeps its plan's arrays: only blocking calls reuse them.
-  ReusedCounts reused(p, !row.info.nonblocking);
+  // A request keeps its plan's arrays: only blocking calls reuse them, and
+  // only the calls that have such arrays: the thread_local costs a call
+  // of __tls_get_addr (the shim is preloaded), which was a quarter of the
+  // shim's part of a 4 B MPI_Gather at np 2.
+  ReusedCounts reused(p, !row.info.nonblocking && has_counts(row.shape));
   p.stage.defer = row.info.persistent;  // packed at every start instead
   Reason why = Reason::kComm;
   Rejection rej;
