@@ -27,15 +27,19 @@
 #   bench/shim-compare.sh [--build DIR] [--np "4 3"] [--repeats N]
 #                         [--sizes MIN:MAX] [--iters N] [--out DIR]
 #                         [--contenders "shim tuned han"] [--env VAR=VALUE]...
-#                         [--summarize] [-- coll_bench_mpi options]
+#                         [--transport shm|tcp] [--summarize]
+#                         [-- coll_bench_mpi options]
 # Defaults: build, np 4, 5 repeats, 4:4096, 1000 iterations, -b all -c
 # (every collective, every result checked), OUTDIR
 # bench/results/shim-YYYY-MM-DD. --env VAR=VALUE is exported to the ranks
 # of shim-new only (a libcoll knob: COLL_SCATTERV_ALGO=..., to try a
 # change against the shim as it is).
 # --summarize: no runs; the table made again from OUTDIR/raw.
-# Needs more ranks than cores? mpirun gets --oversubscribe (and, as root,
-# --allow-run-as-root); shared memory only (--mca btl self,vader).
+# --transport tcp: every pair over tcp loopback, libcoll's
+# (COLL_TRANSPORT=tcp in the shim runs) and Open MPI's (--mca btl
+# self,tcp, in every run: the shim runs' MPI_Init and what the shim hands
+# to MPI use it too); the default, shm, is --mca btl self,vader.
+# mpirun gets --oversubscribe (and, as root, --allow-run-as-root).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,11 +50,12 @@ sizes=4:4096
 iters=1000
 out=""
 contenders="shim tuned han"
+transport=shm
 summarize_only=0
 envs=()
 extra=(-b all -c)
 
-usage() { sed -n '2,38s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,43s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "shim-compare.sh: $*" >&2; exit 1; }
 
 while [[ $# -gt 0 ]]; do
@@ -63,6 +68,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --contenders) contenders=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
+    --transport) transport=$2; shift 2 ;;
     --summarize) summarize_only=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
@@ -73,6 +79,11 @@ done
 [[ $contenders != *shim-new* || ${#envs[@]} -gt 0 || $summarize_only == 1 ]] ||
   die "shim-new needs --env"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: '$repeats' is not a positive integer"
+case $transport in
+  shm) btl=self,vader ;;
+  tcp) btl=self,tcp ;;
+  *) die "--transport: '$transport' is not shm or tcp" ;;
+esac
 read -r -a contender_list <<< "$contenders"
 ((${#contender_list[@]})) || die "--contenders: none given"
 
@@ -84,9 +95,13 @@ run_as_root=()
 # The mpirun arguments that make a contender.
 contender_args() {
   case $1 in
-    shim) echo "-x LD_PRELOAD=$shim" ;;
+    shim)
+      echo "-x LD_PRELOAD=$shim"
+      if [[ $transport == tcp ]]; then echo "-x COLL_TRANSPORT=tcp"; fi
+      ;;
     shim-new)
       echo "-x LD_PRELOAD=$shim"
+      if [[ $transport == tcp ]]; then echo "-x COLL_TRANSPORT=tcp"; fi
       for e in "${envs[@]}"; do echo "-x $e"; done
       ;;
     tuned) ;;
@@ -111,7 +126,7 @@ if ((summarize_only == 0)); then
         read -r -a args <<< "$(contender_args "$c" | tr '\n' ' ')"
         run=$out/raw/$c/np$np-run$repeat
         echo "shim-compare.sh: run $repeat/$repeats, np $np, $c" >&2
-        mpirun "${run_as_root[@]}" --oversubscribe -np "$np" --mca btl self,vader "${args[@]}" \
+        mpirun "${run_as_root[@]}" --oversubscribe -np "$np" --mca btl "$btl" "${args[@]}" \
           "$bench" -m "$sizes" -i "$iters" --csv "$run.csv" "${extra[@]}" > "$run.txt" 2>&1 ||
           die "coll_bench_mpi failed at np $np, $c (output in $run.txt)"
       done
