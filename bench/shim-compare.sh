@@ -79,9 +79,11 @@ done
 [[ $contenders != *shim-new* || ${#envs[@]} -gt 0 || $summarize_only == 1 ]] ||
   die "shim-new needs --env"
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || die "--repeats: '$repeats' is not a positive integer"
+# libcoll's transport in the shim runs (nothing: its default, shm here).
+shim_transport=""
 case $transport in
   shm) btl=self,vader ;;
-  tcp) btl=self,tcp ;;
+  tcp) btl=self,tcp shim_transport="-x COLL_TRANSPORT=tcp" ;;
   *) die "--transport: '$transport' is not shm or tcp" ;;
 esac
 read -r -a contender_list <<< "$contenders"
@@ -95,13 +97,9 @@ run_as_root=()
 # The mpirun arguments that make a contender.
 contender_args() {
   case $1 in
-    shim)
-      echo "-x LD_PRELOAD=$shim"
-      if [[ $transport == tcp ]]; then echo "-x COLL_TRANSPORT=tcp"; fi
-      ;;
+    shim) echo "-x LD_PRELOAD=$shim $shim_transport" ;;
     shim-new)
-      echo "-x LD_PRELOAD=$shim"
-      if [[ $transport == tcp ]]; then echo "-x COLL_TRANSPORT=tcp"; fi
+      echo "-x LD_PRELOAD=$shim $shim_transport"
       for e in "${envs[@]}"; do echo "-x $e"; done
       ;;
     tuned) ;;
